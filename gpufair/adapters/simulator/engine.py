@@ -1,0 +1,374 @@
+"""A virtual-clock resource manager behind the same adapter protocol as Slurm and YARN.
+
+The arbiter asks it for snapshots and hands it actions exactly as it would a real cluster;
+``advance`` then moves the virtual clock to the next round boundary (or, in ``clean``
+semantics, to the next arrival or completion between rounds).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpufair.adapters.simulator.jobs import ProfileCache, SimJob, build_job
+from gpufair.adapters.simulator.semantics import MAX_FAILED_ROUNDS, Semantics
+from gpufair.adapters.simulator.throughputs import Throughputs
+from gpufair.adapters.simulator.trace import TraceJob, job_type_with_batch
+from gpufair.adapters.simulator.workload import (
+    MAX_BATCH,
+    iterations_per_epoch,
+    next_batch_size,
+    rescale_steps,
+    update_switch_flags,
+)
+from gpufair.errors import InputError
+from gpufair.metrics import JobOutcome
+from gpufair.model import (
+    Action,
+    ActionResult,
+    ClusterState,
+    GpuType,
+    Job,
+    JobState,
+    Migrate,
+    Node,
+    Preempt,
+    Progress,
+    Resize,
+    Resume,
+    SetPriority,
+    Start,
+)
+
+log = logging.getLogger("gpufair.simulator")
+_STALL_ROUNDS = 1000
+_EPS = 1e-9
+
+
+class SimulationStalled(RuntimeError):
+    """Active jobs exist, nothing runs and nothing will arrive: the policy starves them."""
+
+
+@dataclass(frozen=True)
+class DroppedJob:
+    index: int
+    line: int
+    reason: str
+
+
+class TraceSimulator:
+    def __init__(self, trace: Sequence[TraceJob], throughputs: Throughputs,
+                 nodes: Sequence[Node], semantics: Semantics, round_s: float = 120.0) -> None:
+        if round_s <= 0:
+            raise InputError("--round", "must be > 0 seconds", field="round", value=round_s)
+        self.semantics = semantics
+        self.round_s = float(round_s)
+        self.nodes = tuple(nodes)
+        self._gpu_type = {g: n.gpu_type for n in self.nodes for g in n.gpu_ids()}
+        self.num_gpus = len(self._gpu_type)
+        types = tuple(dict.fromkeys(n.gpu_type for n in self.nodes))
+        self._gpu_types = tuple(GpuType(t) for t in types)
+        self._throughputs = throughputs
+        self._profiles = ProfileCache(throughputs, types)
+        largest = {t: max(n.gpus for n in self.nodes if n.gpu_type == t) for t in types}
+        self.jobs: list[SimJob] = []
+        self.dropped: list[DroppedJob] = []
+        for trace_job in trace:
+            built = build_job(trace_job, throughputs, self._profiles, types)
+            if isinstance(built, str):
+                self.dropped.append(DroppedJob(trace_job.index, trace_job.line, built))
+                continue
+            fits = [t for (t, _), r in built.profile.rates.items()
+                    if r > 0 and sum(n.gpus for n in self.nodes if n.gpu_type == t) >= built.sf]
+            if not fits:
+                self.dropped.append(DroppedJob(trace_job.index, trace_job.line,
+                                               f"needs {built.sf} GPUs of one type; the cluster "
+                                               f"has at most {max(largest.values())} per node"))
+                continue
+            self.jobs.append(built)
+        for d in self.dropped:
+            log.warning("trace line %d (job %d) not simulated: %s", d.line, d.index, d.reason)
+        if not self.jobs:
+            raise InputError("trace", "no job of the trace can run on this cluster")
+        self._arrivals = [j.arrival_s for j in self.jobs]
+        self._next_arrival = 0
+        self.now = self.jobs[0].arrival_s
+        self._round_start = self.now
+        self.rounds = 0
+        self.busy_gpu_s = 0.0
+        self.at_round_boundary = True
+        self._active: list[SimJob] = []
+        self._ended: list[SimJob] = []
+        self._previous_round: set[str] = set()
+        self._stalled = 0
+        self._admit()
+
+    # -- adapter protocol -------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return not self._active and self._next_arrival >= len(self.jobs)
+
+    def snapshot(self) -> ClusterState:
+        jobs = [self._record(j) for j in self._active]
+        jobs += [self._record(j) for j in self._ended]
+        self._ended = []
+        return ClusterState(time_s=self.now, nodes=self.nodes, jobs=tuple(jobs),
+                            gpu_types=self._gpu_types)
+
+    def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
+        by_id = {j.id: j for j in self._active}
+        held = {g for j in self._active for g in j.held}
+        results = []
+        for action in actions:
+            job = by_id.get(action.job_id)
+            if job is None:
+                results.append(ActionResult(action, False, "no such active job"))
+                continue
+            if isinstance(action, Preempt):
+                held.difference_update(job.held)
+                job.held = ()
+                results.append(ActionResult(action, True))
+            elif isinstance(action, Start | Resume | Migrate):
+                problem = self._check_gpus(job, action.gpu_ids, held - set(job.held))
+                if problem:
+                    results.append(ActionResult(action, False, problem))
+                    continue
+                held.difference_update(job.held)
+                held.update(action.gpu_ids)
+                self._start(job, tuple(action.gpu_ids), moved=isinstance(action, Migrate))
+                results.append(ActionResult(action, True))
+            elif isinstance(action, Resize):
+                results.append(ActionResult(action, False, "trace jobs are rigid gangs"))
+            elif isinstance(action, SetPriority):
+                results.append(ActionResult(action, True, "priorities have no effect here"))
+        return results
+
+    def advance(self) -> None:
+        """Run the virtual cluster to the next point where the arbiter must decide."""
+        if self.semantics.round_ends_at_last_finish:
+            self._run_artifact_round()
+        else:
+            self._run_until_next_event()
+
+    # -- helpers shared by both semantics ----------------------------------------------------
+    def _check_gpus(self, job: SimJob, gpus: Sequence[str], busy: set[str]) -> str:
+        if len(gpus) != job.sf:
+            return f"gang of {job.sf} GPUs, got {len(gpus)}"
+        types = {self._gpu_type.get(g) for g in gpus}
+        if None in types:
+            return "unknown GPU id"
+        if len(types) != 1:
+            return "a gang must use one GPU type"
+        if busy.intersection(gpus):
+            return "GPU already in use"
+        if self._rate(job, types.pop()) <= 0:
+            return "job cannot run on this GPU type"
+        return ""
+
+    def _start(self, job: SimJob, gpus: tuple[str, ...], moved: bool) -> None:
+        if job.start_s is None:
+            job.start_s = self.now
+        elif not job.held and not moved:
+            job.restarts += 1
+        job.held = gpus
+        if not self.semantics.restart_overhead_full_rounds_only:
+            job.overhead_left_s = self.semantics.restart_overhead_s
+
+    def _rate(self, job: SimJob, gpu_type: str) -> float:
+        rate = job.profile.rate(gpu_type, job.sf)
+        return 0.0 if rate is None else rate
+
+    def _held_rate(self, job: SimJob) -> float:
+        return self._rate(job, self._gpu_type[job.held[0]])
+
+    def _record(self, job: SimJob) -> Job:
+        if job.finished:
+            state = JobState.FAILED if job.failed_out else JobState.COMPLETED
+        else:
+            state = JobState.RUNNING if job.held else JobState.PENDING
+        epochs_done = 0
+        if job.epochs is not None and job.batch:
+            epochs_done = int(job.run // iterations_per_epoch(job.model, job.batch))
+        return Job(id=job.id, gpus=job.sf, state=state, arrival_s=job.arrival_s,
+                   start_s=job.start_s, finish_s=job.finish_s,
+                   progress=Progress(job.run, job.total, epochs_done, job.epochs),
+                   throughput=job.profile, model=job.model, batch_size=job.batch,
+                   initial_batch_size=job.b0, adaptation=job.mode, weight=job.trace.priority_weight,
+                   attained_s=job.attained_s, restarts=job.restarts, gpus_held=job.held)
+
+    def _admit(self) -> None:
+        while self._next_arrival < len(self.jobs) and \
+                self._arrivals[self._next_arrival] <= self.now + _EPS:
+            job = self.jobs[self._next_arrival]
+            job.admitted = True
+            self._active.append(job)
+            self._next_arrival += 1
+
+    def _next_arrival_time(self) -> float:
+        if self._next_arrival < len(self.jobs):
+            return self._arrivals[self._next_arrival]
+        return math.inf
+
+    def _finish(self, job: SimJob, when: float, failed: bool = False) -> None:
+        job.finished = True
+        job.failed_out = failed
+        job.finish_s = when
+        self._active.remove(job)
+        self._ended.append(job)
+
+    def _switch_batch(self, job: SimJob) -> None:
+        """Apply a pending batch-size change (§1.4 'Applying a change')."""
+        new = next_batch_size(job.flags, job.model, job.mode, job.b0, job.batch)
+        if new is None or new == job.batch or job.b0 == MAX_BATCH.get(job.model):
+            return
+        new_type = job_type_with_batch(job.trace.job_type, new)
+        profile = self._profiles.get(new_type, job.sf)
+        if not any(r > 0 for r in profile.rates.values()):
+            return  # the key is missing: the change is reverted
+        old = job.batch
+        if self.semantics.switch_rounds_epoch_up:
+            total, run = rescale_steps(job.model, int(job.total), int(job.run), old, new)
+            job.total, job.run = float(total), float(run)
+        else:
+            job.total, job.run = job.total * old / new, job.run * old / new
+        job.batch = new
+        job.profile = profile
+        job.batch_changes.append(new)
+
+    def _evaluate_switch_rules(self) -> None:
+        for job in self._active:
+            if job.adapts:
+                update_switch_flags(job.flags, job.model, job.mode, job.b0, job.batch, job.sf,
+                                    job.epoch_now())
+                if not self.semantics.batch_switch_lag:
+                    self._switch_batch(job)
+
+    def _count_active_round(self) -> None:
+        for job in self._active:
+            job.active_rounds += 1
+            job.active_sum += len(self._active)
+
+    def _no_progress(self) -> None:
+        """Nothing ran: jump to the next arrival, or detect a policy that starves jobs."""
+        arrival = self._next_arrival_time()
+        if arrival < math.inf:
+            self.now = max(self.now, arrival)
+            self._stalled = 0
+            return
+        self._stalled += 1
+        if self._stalled > _STALL_ROUNDS:
+            raise SimulationStalled(f"{len(self._active)} active jobs and nothing ran for "
+                                    f"{_STALL_ROUNDS} rounds at t={self.now:.0f}s")
+        self.now += self.round_s
+
+    # -- artifact semantics: one round per call, ending at the last finish ------------------
+    def _run_artifact_round(self) -> None:
+        start = self.now
+        dispatched = [j for j in self._active if j.held]
+        self._count_active_round()
+        if not dispatched:
+            self._no_progress()
+        else:
+            self._stalled = 0
+            plans = []
+            for job in dispatched:
+                rate = self._held_rate(job)
+                steps = min(math.floor(rate * self.round_s), job.remaining)
+                finish = start + steps / rate if steps > 0 else start
+                plans.append((job, steps, finish))
+            end = max(f for _, _, f in plans)
+            for job, steps, finish in plans:
+                self._credit_artifact(job, steps, finish - start, finish, start)
+            self.now = end
+        self._previous_round = {j.id for j in dispatched}
+        self.rounds += 1
+        self._evaluate_switch_rules()
+        self._admit()
+
+    def _credit_artifact(self, job: SimJob, steps: float, elapsed: float, finish: float,
+                         start: float) -> None:
+        sem = self.semantics
+        if job.id not in self._previous_round and self.rounds >= 1 and elapsed != 0 \
+                and self.round_s - 5 < elapsed:
+            steps = math.floor(steps * (elapsed - sem.restart_overhead_s) / elapsed)
+            elapsed -= sem.restart_overhead_s
+        if sem.failure_path and steps <= 0 and elapsed <= 0:
+            job.failures += 1
+            if job.failures >= MAX_FAILED_ROUNDS:
+                job.held = ()
+                self._finish(job, start, failed=True)
+            return
+        job.failures = 0
+        job.run += steps
+        job.attained_s += elapsed
+        self.busy_gpu_s += elapsed * job.sf
+        if job.remaining <= 0:
+            job.held = ()
+            self._finish(job, finish)
+        elif sem.deadline_guard and job.attained_s > int(1.5 * int(job.exclusive_s)):
+            job.held = ()
+            self._finish(job, finish)
+        elif sem.batch_switch_lag:
+            self._switch_batch(job)
+
+    # -- clean semantics: continuous progress, events between fixed-length rounds ----------
+    def _run_until_next_event(self) -> None:
+        if not self._active:  # idle cluster: the next arrival opens a new round
+            self.now = max(self.now, self._next_arrival_time())
+            self.at_round_boundary = True
+            self._admit()
+            return
+        if self.at_round_boundary:
+            self._round_start = self.now
+            self._count_active_round()
+            self.rounds += 1
+        running = [j for j in self._active if j.held]
+        boundary = self._round_start + self.round_s
+        upcoming = [boundary, self._next_arrival_time()]
+        for job in running:
+            upcoming.append(self.now + job.overhead_left_s + job.remaining / self._held_rate(job))
+        target = min(upcoming)
+        elapsed = target - self.now
+        for job in running:
+            rate = self._held_rate(job)
+            overhead = min(elapsed, job.overhead_left_s)
+            job.overhead_left_s -= overhead
+            productive = elapsed - overhead
+            job.run = min(job.total, job.run + rate * productive)
+            job.attained_s += elapsed if self.semantics.attained_includes_overhead else productive
+            self.busy_gpu_s += productive * job.sf
+        self.now = target
+        for job in running:
+            if job.remaining <= _EPS * max(1.0, job.total):
+                job.held = ()
+                self._finish(job, target)
+        self.at_round_boundary = target >= boundary - _EPS
+        if not running and self.at_round_boundary and self._active:
+            self._stalled += 1
+            if self._stalled > _STALL_ROUNDS:
+                raise SimulationStalled(f"{len(self._active)} active jobs and nothing ran for "
+                                        f"{_STALL_ROUNDS} rounds at t={self.now:.0f}s")
+        elif running:
+            self._stalled = 0
+        if self.at_round_boundary:
+            self._evaluate_switch_rules()
+        self._admit()
+
+    # -- results ----------------------------------------------------------------------------
+    def outcomes(self) -> list[JobOutcome]:
+        out = []
+        for job in self.jobs:
+            if not job.finished:
+                continue
+            contention = job.active_sum / job.active_rounds / self.num_gpus \
+                if job.active_rounds else math.nan
+            out.append(JobOutcome(job_id=job.id, arrival_s=job.arrival_s, finish_s=job.finish_s,
+                                  isolated_s=job.exclusive_s, gpus=job.sf,
+                                  avg_contention=contention, failed=job.failed_out))
+        return out
+
+    def makespan(self) -> float:
+        return self.now - self.jobs[0].arrival_s
+

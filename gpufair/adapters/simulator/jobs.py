@@ -1,0 +1,117 @@
+"""Simulated jobs: a trace line plus the run-time state the virtual cluster keeps for it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gpufair.adapters.simulator.throughputs import Throughputs
+from gpufair.adapters.simulator.trace import TraceJob, job_type_with_batch
+from gpufair.adapters.simulator.workload import (
+    SAMPLES_PER_EPOCH,
+    SwitchFlags,
+    epoch_profile,
+    exclusive_time,
+    iterations_per_epoch,
+    num_epochs,
+)
+from gpufair.model import Adaptation, ThroughputProfile
+
+
+@dataclass
+class SimJob:
+    trace: TraceJob
+    id: str
+    model: str
+    b0: int | None
+    mode: Adaptation
+    epochs: int | None
+    exclusive_s: float
+    batch: int | None
+    total: float
+    run: float = 0.0
+    admitted: bool = False
+    finished: bool = False
+    finish_s: float | None = None
+    start_s: float | None = None
+    attained_s: float = 0.0
+    failures: int = 0
+    failed_out: bool = False
+    flags: SwitchFlags = field(default_factory=SwitchFlags)
+    held: tuple[str, ...] = ()
+    restarts: int = 0
+    overhead_left_s: float = 0.0
+    active_rounds: int = 0
+    active_sum: float = 0.0
+    batch_changes: list[int] = field(default_factory=list)
+    profile: ThroughputProfile = field(default_factory=ThroughputProfile)
+
+    @property
+    def sf(self) -> int:
+        return self.trace.scale_factor
+
+    @property
+    def arrival_s(self) -> float:
+        return self.trace.arrival_s
+
+    @property
+    def remaining(self) -> float:
+        return self.total - self.run
+
+    @property
+    def adapts(self) -> bool:
+        return self.mode is not Adaptation.STATIC and self.b0 is not None \
+            and self.model in SAMPLES_PER_EPOCH
+
+    def epoch_now(self) -> int:
+        """ceil(steps run / iterations per epoch at the current batch size) (§1.4's c)."""
+        return math.ceil(self.run / iterations_per_epoch(self.model, self.batch))
+
+
+class ProfileCache:
+    """One immutable ThroughputProfile per (job type, gang size), shared by all snapshots."""
+
+    def __init__(self, throughputs: Throughputs, gpu_types: tuple[str, ...]) -> None:
+        self._throughputs = throughputs
+        self._types = gpu_types
+        self._cache: dict[tuple[str, int], ThroughputProfile] = {}
+
+    def get(self, job_type: str, sf: int) -> ThroughputProfile:
+        key = (job_type, sf)
+        profile = self._cache.get(key)
+        if profile is None:
+            rates = {(t, sf): r for t in self._types
+                     if (r := self._throughputs.rate(t, job_type, sf)) is not None}
+            profile = self._cache[key] = ThroughputProfile(rates)
+        return profile
+
+
+def build_job(trace: TraceJob, throughputs: Throughputs, profiles: ProfileCache,
+              gpu_types: tuple[str, ...]) -> SimJob | str:
+    """The simulated job, or the reason it cannot be simulated on this cluster."""
+    profile = profiles.get(trace.job_type, trace.scale_factor)
+    usable = {t: r for (t, _), r in profile.rates.items() if r > 0}
+    if not usable:
+        known = any(throughputs.rate(t, trace.job_type, trace.scale_factor) is not None
+                    for t in throughputs.gpu_types())
+        return (f"job type {trace.job_type!r} with {trace.scale_factor} GPUs has zero throughput"
+                if known else f"no throughput for ({trace.job_type!r}, {trace.scale_factor}) "
+                f"on any cluster GPU type ({', '.join(gpu_types)})")
+    reference = max(usable, key=usable.get)
+    model, b0 = trace.model, trace.batch_size
+    mode = trace.mode
+    if model in SAMPLES_PER_EPOCH and b0 is not None:
+        epochs = num_epochs(model, b0, trace.total_steps)
+        sizes = epoch_profile(model, b0, trace.scale_factor, mode, epochs)
+
+        def rate_at(b: int) -> float | None:
+            return throughputs.rate(reference, job_type_with_batch(trace.job_type, b),
+                                    trace.scale_factor)
+
+        exclusive = exclusive_time(model, sizes, rate_at)
+    else:
+        epochs, mode = None, Adaptation.STATIC
+        exclusive = trace.total_steps / usable[reference]
+    return SimJob(trace=trace, id=str(trace.index), model=model, b0=b0, mode=mode,
+                  epochs=epochs, exclusive_s=exclusive, batch=b0, total=float(trace.total_steps),
+                  profile=profile)

@@ -1,0 +1,164 @@
+"""Job traces: Shockwave's 12-column, Gavel's 10-column and the old 7-column MSR/Philly format.
+
+The format is recognised from the column count of the first job line and must hold for every
+line, so a truncated or mixed file is caught at the line where it goes wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufair.errors import InputError
+from gpufair.model import Adaptation
+
+_BATCH = re.compile(r"^(\S+)(?: .*\(batch size (\d+)\))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One trace line. ``total_steps`` counts iterations at the initial batch size."""
+
+    index: int
+    job_type: str
+    total_steps: int
+    scale_factor: int
+    arrival_s: float
+    mode: Adaptation = Adaptation.STATIC
+    priority_weight: float = 1.0
+    slo: float | None = None
+    duration_s: float | None = None
+    line: int = 0
+
+    @property
+    def model(self) -> str:
+        return split_job_type(self.job_type)[0]
+
+    @property
+    def batch_size(self) -> int | None:
+        return split_job_type(self.job_type)[1]
+
+
+def split_job_type(job_type: str) -> tuple[str, int | None]:
+    """``'ResNet-18 (batch size 32)'`` → ``('ResNet-18', 32)``; ``'A3C'`` → ``('A3C', None)``."""
+    match = _BATCH.match(job_type)
+    if not match:
+        return job_type, None
+    return match.group(1), int(match.group(2)) if match.group(2) else None
+
+
+def job_type_with_batch(job_type: str, batch_size: int) -> str:
+    model, _ = split_job_type(job_type)
+    return f"{model} (batch size {batch_size})"
+
+
+# column layouts: name -> index, per column count
+_LAYOUTS: dict[int, dict[str, int]] = {
+    12: {"job_type": 0, "total_steps": 5, "scale_factor": 6, "mode": 7, "priority_weight": 8,
+         "slo": 9, "duration": 10, "arrival": 11},
+    10: {"job_type": 0, "total_steps": 5, "scale_factor": 6, "priority_weight": 7, "slo": 8,
+         "arrival": 9},
+    7: {"job_type": 0, "total_steps": 4, "arrival": 5, "scale_factor": 6},
+}
+FORMAT_NAMES = {12: "shockwave-12", 10: "gavel-10", 7: "msr-7"}
+
+
+def parse_trace(text: str, source: str = "<trace>") -> list[TraceJob]:
+    jobs: list[TraceJob] = []
+    layout: dict[str, int] | None = None
+    width = 0
+    previous_arrival = float("-inf")
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        cols = raw.split("\t")
+        if layout is None:
+            width = len(cols)
+            if width not in _LAYOUTS:
+                raise InputError(source, f"expected 12 (Shockwave), 10 (Gavel) or 7 (MSR) "
+                                 f"tab-separated columns, found {width}", line=lineno)
+            layout = _LAYOUTS[width]
+        elif len(cols) != width:
+            raise InputError(source, f"expected {width} tab-separated columns like the first "
+                             f"line ({FORMAT_NAMES[width]}), found {len(cols)}", line=lineno)
+        job = _parse_line(cols, layout, len(jobs), source, lineno)
+        if job.arrival_s < previous_arrival:
+            raise InputError(source, "arrival times must be non-decreasing",
+                             line=lineno, field="arrival_time", value=job.arrival_s)
+        previous_arrival = job.arrival_s
+        jobs.append(job)
+    if not jobs:
+        raise InputError(source, "the trace has no jobs")
+    return jobs
+
+
+def _number(cols: list[str], layout: dict[str, int], name: str, kind: type, source: str,
+            lineno: int) -> float | int:
+    value = cols[layout[name]].strip()
+    try:
+        number = float(value) if kind is float else int(float(value))
+        if kind is int and float(value) != int(float(value)):
+            raise ValueError
+    except ValueError:
+        raise InputError(source, f"expected {'a number' if kind is float else 'an integer'}",
+                         line=lineno, field=name, value=value) from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise InputError(source, "must be finite", line=lineno, field=name, value=value)
+    return number
+
+
+def _parse_line(cols: list[str], layout: dict[str, int], index: int, source: str,
+                lineno: int) -> TraceJob:
+    job_type = cols[layout["job_type"]].strip()
+    if not job_type:
+        raise InputError(source, "empty job type", line=lineno, field="job_type")
+    steps = int(_number(cols, layout, "total_steps", int, source, lineno))
+    if steps < 1:
+        raise InputError(source, "must be >= 1", line=lineno, field="total_steps", value=steps)
+    sf = int(_number(cols, layout, "scale_factor", int, source, lineno))
+    if sf < 1:
+        raise InputError(source, "must be >= 1 GPU", line=lineno, field="scale_factor",
+                         value=sf)
+    arrival = float(_number(cols, layout, "arrival", float, source, lineno))
+    if arrival < 0:
+        raise InputError(source, "must be >= 0", line=lineno, field="arrival_time",
+                         value=arrival)
+    mode = Adaptation.STATIC
+    if "mode" in layout:
+        text = cols[layout["mode"]].strip().lower()
+        try:
+            mode = Adaptation(text)
+        except ValueError:
+            raise InputError(source, "expected static, accordion or gns", line=lineno,
+                             field="mode", value=text) from None
+    weight = 1.0
+    if "priority_weight" in layout:
+        weight = float(_number(cols, layout, "priority_weight", float, source, lineno))
+        if weight <= 0:
+            raise InputError(source, "must be > 0", line=lineno, field="priority_weight",
+                             value=weight)
+    slo = None
+    if "slo" in layout:
+        slo_value = float(_number(cols, layout, "slo", float, source, lineno))
+        slo = slo_value if slo_value >= 0 else None
+    duration = None
+    if "duration" in layout:
+        duration = float(_number(cols, layout, "duration", float, source, lineno))
+    return TraceJob(index=index, job_type=job_type, total_steps=steps, scale_factor=sf,
+                    arrival_s=arrival, mode=mode, priority_weight=weight, slo=slo,
+                    duration_s=duration, line=lineno)
+
+
+def load_trace(path: str | Path) -> list[TraceJob]:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read trace: {exc.strerror}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(str(path), "not UTF-8 text", line=line) from None
+    return parse_trace(text, str(path))

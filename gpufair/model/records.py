@@ -1,0 +1,285 @@
+"""The common cluster model: what every adapter produces and every policy reads.
+
+Records are frozen so a policy can never mutate the state it was handed (a dry run must be
+side-effect free), and so one snapshot can be shared by the arbiter, the profiler merge and
+the store without copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from types import MappingProxyType
+
+
+class JobState(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def active(self) -> bool:
+        """Still wants GPUs: the set every policy schedules over."""
+        return self in (JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED)
+
+
+class NodeState(str, Enum):
+    UP = "up"
+    DRAIN = "drain"
+    DOWN = "down"
+
+
+class Adaptation(str, Enum):
+    """How a job changes its batch size while it trains (Shockwave's regimes)."""
+
+    STATIC = "static"
+    ACCORDION = "accordion"
+    GNS = "gns"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuType:
+    name: str
+    memory_gb: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    gpu_type: str
+    gpus: int
+    rack: str | None = None
+    switch: str | None = None
+    state: NodeState = NodeState.UP
+
+    def gpu_ids(self) -> tuple[str, ...]:
+        return tuple(gpu_id(self.name, i) for i in range(self.gpus))
+
+
+def gpu_id(node: str, index: int) -> str:
+    """One spelling of a GPU's identity everywhere (plans, actions, store): ``node:index``."""
+    return f"{node}:{index}"
+
+
+def node_of(gpu: str) -> str:
+    return gpu.rpartition(":")[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    name: str
+    weight: float = 1.0
+
+
+def _frozen_map(data: Mapping | None) -> Mapping:
+    return MappingProxyType(dict(data or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputProfile:
+    """Iterations per second of the *whole job* on ``count`` GPUs of a type.
+
+    Keyed by (gpu_type, count). Measured values only: the papers' incentive results depend on
+    speedups never being what a user declares.
+    """
+
+    rates: Mapping[tuple[str, int], float] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rates", _frozen_map(self.rates))
+
+    def rate(self, gpu_type: str, count: int) -> float | None:
+        return self.rates.get((gpu_type, count))
+
+    def gpu_types(self) -> tuple[str, ...]:
+        return tuple(sorted({t for t, _ in self.rates}))
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    iterations_done: float = 0.0
+    iterations_total: float | None = None
+    epochs_done: int = 0
+    epochs_total: int | None = None
+
+    @property
+    def iterations_left(self) -> float | None:
+        if self.iterations_total is None:
+            return None
+        return max(0.0, self.iterations_total - self.iterations_done)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A training job as the scheduler sees it.
+
+    ``attained_s`` is the job's attained service in wall seconds it held its GPUs (once per
+    job, not per GPU); baselines such as LAS and Gavel's round mechanism charge it.
+    ``gpus_held`` lists the GPUs the job runs on now (empty unless running or suspended).
+    """
+
+    id: str
+    tenant: str = "default"
+    app: str | None = None
+    gpus: int = 1
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+    state: JobState = JobState.PENDING
+    arrival_s: float = 0.0
+    start_s: float | None = None
+    finish_s: float | None = None
+    progress: Progress = field(default_factory=Progress)
+    throughput: ThroughputProfile = field(default_factory=ThroughputProfile)
+    model: str | None = None
+    batch_size: int | None = None
+    initial_batch_size: int | None = None
+    adaptation: Adaptation = Adaptation.STATIC
+    weight: float = 1.0
+    attained_s: float = 0.0
+    restarts: int = 0
+    gpus_held: tuple[str, ...] = ()
+    log_path: str | None = None
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_gpus is not None and self.max_gpus is not None and \
+            self.min_gpus != self.max_gpus
+
+    def rate(self, gpu_type: str, count: int | None = None) -> float:
+        """Iterations/s on ``count`` (default: its gang size) GPUs of ``gpu_type``; 0 if unknown."""
+        value = self.throughput.rate(gpu_type, self.gpus if count is None else count)
+        return 0.0 if value is None else value
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """One consistent view of the cluster at ``time_s``.
+
+    ``jobs`` keeps the resource manager's submission order, which policies use to break ties
+    (the artifacts break them by job id). It may also hold jobs that ended since the previous
+    snapshot, so that accounting (attained service) sees their last round.
+    """
+
+    time_s: float
+    nodes: tuple[Node, ...] = ()
+    jobs: tuple[Job, ...] = ()
+    tenants: tuple[Tenant, ...] = ()
+    gpu_types: tuple[GpuType, ...] = ()
+
+    def active_jobs(self) -> tuple[Job, ...]:
+        return tuple(j for j in self.jobs if j.state.active)
+
+    def job(self, job_id: str) -> Job:
+        for j in self.jobs:
+            if j.id == job_id:
+                return j
+        raise KeyError(job_id)
+
+    def usable_nodes(self) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.state is NodeState.UP)
+
+    def gpu_count(self, gpu_type: str | None = None) -> int:
+        return sum(n.gpus for n in self.usable_nodes()
+                   if gpu_type is None or n.gpu_type == gpu_type)
+
+    def gpu_type_names(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for n in self.usable_nodes():
+            seen.setdefault(n.gpu_type, None)
+        return tuple(seen)
+
+    def gpu_type_of(self) -> dict[str, str]:
+        """GPU id → type, for every usable GPU."""
+        return {g: n.gpu_type for n in self.usable_nodes() for g in n.gpu_ids()}
+
+    def with_jobs(self, jobs: Iterable[Job]) -> ClusterState:
+        return replace(self, jobs=tuple(jobs))
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """One job's place in the next round: which GPUs, and so at what size."""
+
+    job_id: str
+    gpu_ids: tuple[str, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.gpu_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What runs where next round. Jobs absent from ``assignments`` do not run.
+
+    ``priorities`` is what soft-mode adapters hand to the resource manager's own scheduler;
+    ``reason`` is a one-line human explanation for logs and dry runs.
+    """
+
+    assignments: tuple[Assignment, ...] = ()
+    priorities: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "priorities", _frozen_map(self.priorities))
+
+    def by_job(self) -> dict[str, Assignment]:
+        return {a.job_id: a for a in self.assignments}
+
+
+class PreemptMode(str, Enum):
+    REQUEUE = "requeue"
+    SUSPEND = "suspend"
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start (or release from hold) a pending job on exactly these GPUs."""
+
+    job_id: str
+    gpu_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    job_id: str
+    gpu_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    job_id: str
+    mode: PreemptMode = PreemptMode.REQUEUE
+    grace_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Resize:
+    job_id: str
+    gpu_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Migrate:
+    job_id: str
+    gpu_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SetPriority:
+    job_id: str
+    priority: float
+
+
+Action = Start | Resume | Preempt | Resize | Migrate | SetPriority
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    action: Action
+    ok: bool
+    detail: str = ""

@@ -1,0 +1,54 @@
+"""Turn a plan into the smallest list of actions that makes the cluster match it.
+
+The same diff serves Slurm, YARN, the simulator and dry runs. Between rounds (an arrival or a
+completion event) it is *non-preemptive*: it only starts jobs on GPUs that are idle now, so an
+event can fill holes but never evicts anybody before the round ends.
+"""
+
+from __future__ import annotations
+
+from gpufair.model import (
+    Action,
+    ClusterState,
+    JobState,
+    Migrate,
+    Plan,
+    Preempt,
+    PreemptMode,
+    Resize,
+    Resume,
+    Start,
+)
+
+
+def plan_actions(state: ClusterState, plan: Plan, *, preemptive: bool = True,
+                 preempt_mode: PreemptMode = PreemptMode.REQUEUE,
+                 grace_s: float = 0.0) -> list[Action]:
+    """Preemptions first (they free GPUs), then moves, then starts; each group in plan order."""
+    wanted = plan.by_job()
+    active = {j.id: j for j in state.active_jobs()}
+    busy = {g for j in active.values() for g in j.gpus_held}
+    preempts: list[Action] = []
+    moves: list[Action] = []
+    starts: list[Action] = []
+    if preemptive:
+        for job in active.values():
+            if job.gpus_held and job.state is JobState.RUNNING and job.id not in wanted:
+                preempts.append(Preempt(job.id, preempt_mode, grace_s))
+    for assignment in plan.assignments:
+        job = active.get(assignment.job_id)
+        if job is None:
+            continue
+        gpus = assignment.gpu_ids
+        if job.state is JobState.RUNNING and job.gpus_held:
+            if set(gpus) == set(job.gpus_held) or not preemptive:
+                continue
+            kind = Migrate if len(gpus) == len(job.gpus_held) else Resize
+            moves.append(kind(job.id, gpus))
+        elif not preemptive and busy.intersection(gpus):
+            continue
+        elif job.state is JobState.SUSPENDED:
+            starts.append(Resume(job.id, gpus))
+        else:
+            starts.append(Start(job.id, gpus))
+    return preempts + moves + starts

@@ -1,0 +1,146 @@
+"""Run one policy on one trace in the simulator and measure it: what `gpufair simulate` does."""
+
+from __future__ import annotations
+
+import sys
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
+from gpufair.adapters.simulator.engine import DroppedJob, TraceSimulator
+from gpufair.adapters.simulator.semantics import semantics_named
+from gpufair.adapters.simulator.throughputs import load_throughputs
+from gpufair.adapters.simulator.trace import load_trace
+from gpufair.metrics import Metrics, compute_metrics
+from gpufair.plugin.arbiter import Arbiter
+from gpufair.plugin.config import load_config
+from gpufair.policy.base import PolicyConfig
+from gpufair.policy.registry import ALIASES, create_policy
+
+DEMO_TRACE = "demo_60jobs_16gpus.trace"
+DEMO_THROUGHPUTS = "tacc_throughputs_v100.json"
+DEMO_CLUSTER = "v100:16"
+
+
+def bundled(name: str) -> Path:
+    return Path(str(resources.files("gpufair") / "data" / name))
+
+
+@dataclass(frozen=True)
+class SimulationSpec:
+    trace: str | None = None
+    throughputs: str | None = None
+    cluster: str | None = None
+    gpus_per_server: str | None = None
+    policy: str = "max_min"
+    round_s: float = 120.0
+    seed: int = 0
+    semantics: str = "clean"
+    config: str | None = None
+    measure_memory: bool = False
+
+
+@dataclass
+class SimulationReport:
+    policy: str
+    semantics: str
+    metrics: Metrics
+    wall_s: float
+    policy_s: float
+    solver_s: float
+    solves: int
+    recomputes: int
+    rounds: int
+    decisions: int
+    num_gpus: int
+    busy_gpu_s: float
+    dropped: list[DroppedJob] = field(default_factory=list)
+    peak_memory_mb: float | None = None
+    trace: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        m = self.metrics
+        out: dict[str, Any] = {
+            "policy": self.policy, "semantics": self.semantics, "trace": self.trace,
+            "num_jobs": m.num_jobs, "num_gpus": self.num_gpus,
+            "makespan_s": m.makespan_s, "avg_jct_s": m.avg_jct_s, "p50_jct_s": m.p50_jct_s,
+            "p90_jct_s": m.p90_jct_s, "p99_jct_s": m.p99_jct_s, "worst_rho": m.worst_rho,
+            "mean_rho": m.mean_rho, "unfair_fraction": m.unfair_fraction,
+            "worst_rho_themis": m.worst_rho_themis,
+            "unfair_fraction_themis": m.unfair_fraction_themis, "jain": m.jain,
+            "utilization": m.utilization, "failed_jobs": m.failed_jobs,
+            "rounds": self.rounds, "decisions": self.decisions, "recomputes": self.recomputes,
+            "solves": self.solves, "wall_s": self.wall_s, "policy_s": self.policy_s,
+            "solver_s": self.solver_s,
+            "dropped_jobs": [{"index": d.index, "line": d.line, "reason": d.reason}
+                             for d in self.dropped],
+        }
+        if self.peak_memory_mb is not None:
+            out["peak_memory_mb"] = self.peak_memory_mb
+        return out
+
+
+def build_simulator(spec: SimulationSpec) -> TraceSimulator:
+    trace_path = spec.trace or bundled(DEMO_TRACE)
+    throughputs_path = spec.throughputs or bundled(DEMO_THROUGHPUTS)
+    cluster = spec.cluster or (DEMO_CLUSTER if spec.trace is None else "v100:32")
+    semantics = semantics_named(spec.semantics)
+    nodes = parse_cluster_spec(cluster, spec.gpus_per_server)
+    return TraceSimulator(load_trace(trace_path), load_throughputs(throughputs_path), nodes,
+                          semantics, spec.round_s)
+
+
+def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> SimulationReport:
+    """Simulate ``spec``; ``progress`` None shows a bar only when stderr is a terminal."""
+    if spec.measure_memory:
+        tracemalloc.start()
+    started = time.perf_counter()
+    sim = build_simulator(spec)
+    semantics = sim.semantics
+    config = load_config(spec.config)
+    name = ALIASES.get(spec.policy, spec.policy)
+    policy_config = PolicyConfig(
+        round_s=spec.round_s, recompute_interval_s=semantics.allocation_recompute_interval_s,
+        seed=spec.seed, solver_backend=config.solver.backend,
+        solver_time_limit_s=config.solver.time_limit_s, solver_threads=config.solver.threads,
+        options=config.policy_options(name))
+    policy = create_policy(name, policy_config)
+    arbiter = Arbiter(sim, policy)
+    bar = _progress_bar(len(sim.jobs), name, progress)
+    done = 0
+    while not sim.finished:
+        arbiter.step(preemptive=sim.at_round_boundary)
+        sim.advance()
+        if bar is not None:
+            finished = sum(j.finished for j in sim.jobs)
+            bar.update(finished - done)
+            done = finished
+    if bar is not None:
+        bar.close()
+    wall = time.perf_counter() - started
+    peak = None
+    if spec.measure_memory:
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+    metrics = compute_metrics(sim.outcomes(), sim.num_gpus, sim.makespan(), sim.busy_gpu_s)
+    stats = getattr(policy, "stats", None)
+    return SimulationReport(
+        policy=name, semantics=semantics.name, metrics=metrics, wall_s=wall,
+        policy_s=arbiter.policy_s, solver_s=getattr(stats, "solver_s", 0.0),
+        solves=getattr(stats, "solves", 0), recomputes=getattr(stats, "recomputes", 0),
+        rounds=sim.rounds, decisions=arbiter.decisions, num_gpus=sim.num_gpus,
+        busy_gpu_s=sim.busy_gpu_s, dropped=list(sim.dropped), peak_memory_mb=peak,
+        trace=str(spec.trace or f"(bundled) {DEMO_TRACE}"))
+
+
+def _progress_bar(total: int, name: str, enabled: bool | None):
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, desc=f"simulating {name}", unit="job", leave=False)

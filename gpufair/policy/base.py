@@ -1,0 +1,49 @@
+"""The one protocol every policy implements, and the configuration every policy receives."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from gpufair.model import ClusterState, Plan
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """What the arbiter tells a policy about the world it schedules.
+
+    ``recompute_interval_s`` throttles allocation recomputes of the time-fraction policies:
+    the artifacts recompute at most every 1000 s (an accident the ``clean`` semantics drop by
+    setting it to 0). ``options`` carries the policy's own section of the config file.
+    """
+
+    round_s: float = 120.0
+    recompute_interval_s: float = 0.0
+    seed: int = 0
+    solver_backend: str = "auto"
+    solver_time_limit_s: float | None = None
+    solver_threads: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """``schedule`` maps one consistent snapshot to the plan of the next round.
+
+    Policies may keep state between calls (leases, passes, deficits) but must not touch the
+    resource manager: the arbiter diffs the plan against what runs and acts.
+    """
+
+    name: str
+
+    def schedule(self, state: ClusterState, now: float) -> Plan: ...
+
+
+@dataclass
+class PolicyStats:
+    """Counters a policy exposes for benchmarks and metrics (solver share of wall time)."""
+
+    solves: int = 0
+    solver_s: float = 0.0
+    recomputes: int = 0

@@ -1,0 +1,27 @@
+"""Tiresias-style least attained service (discretised two-dimensional LAS).
+
+Attained service is GPU-seconds (time held × gang size), Tiresias's 2D metric, so wide jobs
+age faster. Jobs fall into priority queues by thresholds (option ``queue_thresholds_gpu_s``,
+default one hour of one GPU) and run FIFO within a queue: the discretisation is what keeps
+Tiresias from preempting on every small difference in attained service.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from gpufair.model import Job
+from gpufair.policy.base import PolicyConfig
+from gpufair.policy.ordering import OrderingPolicy
+
+
+class LasPolicy(OrderingPolicy):
+    name = "las"
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        super().__init__(config)
+        thresholds = self.config.options.get("queue_thresholds_gpu_s", [3600.0])
+        self.thresholds = sorted(float(t) for t in thresholds)
+
+    def sort_key(self, job: Job, now: float) -> tuple[float, ...]:
+        return (bisect.bisect_right(self.thresholds, job.attained_s * job.gpus), job.arrival_s)

@@ -1,0 +1,54 @@
+"""Gavel's max-min fairness over time fractions (legend "Gavel" in the Shockwave paper).
+
+Maximise min_j (effective GPU share of j) / w_j. A job's effective share counts each GPU type
+by its speed relative to the job's fastest type, so on one GPU type it is exactly the
+artifact's sf_j·x_j (every job gets an equal GPU share) and on mixed types it is Gavel's
+heterogeneity-aware variant. Set ``heterogeneity_aware = false`` for the agnostic LP, in which
+every type counts the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpufair.model import Job
+from gpufair.policy.allocation_lp import fraction_index, solve_timed
+from gpufair.policy.solver import LinearProgram
+from gpufair.policy.time_fractions import Allocation, TimeFractionPolicy
+
+
+class MaxMinPolicy(TimeFractionPolicy):
+    name = "max_min"
+
+    def allocate(self, jobs: Sequence[Job], capacity: dict[str, int], now: float) -> Allocation:
+        index = fraction_index(jobs, capacity)
+        if index.size == 0:
+            return {}
+        if self.config.options.get("heterogeneity_aware", True):
+            best = np.zeros(len(jobs))
+            np.maximum.at(best, index.jobs, index.rates)
+            speed = index.rates / best[index.jobs]
+        else:
+            speed = np.ones(index.size)
+        weights = np.array([j.weight for j in jobs])[index.jobs]
+        share = index.per_job(speed * index.gang / weights)
+        runnable = np.unique(index.jobs)
+        share = share[runnable]
+        cap_rows, cap_rhs = index.capacity_rows(capacity)
+        z_col = sp.csr_matrix(np.ones((len(runnable), 1)))
+        a_ub = sp.vstack([sp.hstack([-share, z_col]),
+                          sp.hstack([cap_rows, sp.csr_matrix((cap_rows.shape[0], 1))])],
+                         format="csr")
+        b_ub = np.concatenate([np.zeros(len(runnable)), cap_rhs])
+        c = np.zeros(index.size + 1)
+        c[-1] = 1.0
+        ub = np.append(np.ones(index.size), np.inf)
+        problem = LinearProgram(c=c, A_ub=a_ub, b_ub=b_ub, lb=0.0, ub=ub, maximize=True,
+                                name="max_min")
+        solution = solve_timed(problem, self.config, self.stats)
+        if not solution.ok:
+            return {}
+        return index.to_allocation(jobs, solution.x[:-1])

@@ -1,0 +1,34 @@
+"""Policies that are a sort order: each round, walk the jobs in order and give gangs GPUs."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from gpufair.model import ClusterState, Job, Plan
+from gpufair.policy.base import PolicyConfig, PolicyStats
+from gpufair.policy.placement import capacity_by_type, greedy_walk, place
+
+
+class OrderingPolicy(ABC):
+    name = "ordering"
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        self.config = config or PolicyConfig()
+        self.stats = PolicyStats()
+
+    @abstractmethod
+    def sort_key(self, job: Job, now: float) -> tuple[float, ...]:
+        """Smaller runs first; ties keep submission order."""
+
+    def schedule(self, state: ClusterState, now: float) -> Plan:
+        jobs = sorted(state.active_jobs(), key=lambda j: self.sort_key(j, now))
+        picks = greedy_walk(jobs, capacity_by_type(state))
+        assignments = place(state, picks)
+        return Plan(assignments=assignments,
+                    priorities={j.id: -float(rank) for rank, j in enumerate(jobs)},
+                    reason=f"{self.name}: {len(assignments)} jobs in order")
+
+
+def best_rate(job: Job) -> float:
+    """The job's fastest known rate on its gang size: the optimistic remaining-time basis."""
+    return max((r for (_, n), r in job.throughput.rates.items() if n == job.gpus), default=0.0)

@@ -1,0 +1,154 @@
+"""Gavel's round-based mechanism: realise an allocation of time fractions round by round.
+
+An allocation policy (max-min fairness, max throughput, OSSP, ...) says which fraction A[j][t]
+of time job j should spend on GPU type t. Rounds cannot split time, so each round the jobs
+furthest behind their share run: priority = A / (received time share), ties broken by the
+deficit carried over from earlier allocations, then by A. The bookkeeping follows
+SIMULATION.md §2.5-2.6 exactly, including the recompute throttle (``recompute_interval_s``)
+that the artifacts use and the ``clean`` semantics turns off.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from gpufair.model import ClusterState, Job, Plan
+from gpufair.policy.base import PolicyConfig, PolicyStats
+from gpufair.policy.placement import capacity_by_type, place
+
+Allocation = dict[str, dict[str, float]]
+
+
+class TimeFractionPolicy(ABC):
+    name = "time_fractions"
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        self.config = config or PolicyConfig()
+        self.stats = PolicyStats()
+        half = self.config.round_s / 2
+        self._half_round = half
+        self._alloc: Allocation = {}
+        self._tau: dict[str, dict[str, float]] = {}
+        self._deficit: dict[str, dict[str, float]] = {}
+        self._weight_sum: dict[str, float] = {}
+        self._t_reset = 0.0
+        self._dirty = True
+        self._seen_attained: dict[str, float] = {}
+        self._seen_batch: dict[str, int | None] = {}
+        self._ran_on: dict[str, str] = {}
+        self._capacity: dict[str, int] = {}
+
+    @abstractmethod
+    def allocate(self, jobs: Sequence[Job], capacity: dict[str, int], now: float) -> Allocation:
+        """Time fractions per job and GPU type, each job's sum ≤ 1, capacity respected."""
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def _absorb(self, state: ClusterState, types: tuple[str, ...]) -> None:
+        """Charge each job the service it received since the last call (τ_j, W)."""
+        changed = False
+        type_of = state.gpu_type_of()
+        for job in state.jobs:
+            if job.id not in self._tau:
+                if not job.state.active:
+                    continue
+                self._tau[job.id] = dict.fromkeys(types, self._half_round)
+                self._deficit[job.id] = dict.fromkeys(types, 0.0)
+                self._seen_attained[job.id] = job.attained_s
+                self._seen_batch[job.id] = job.batch_size
+                changed = True
+                continue
+            delta = job.attained_s - self._seen_attained[job.id]
+            self._seen_attained[job.id] = job.attained_s
+            ran_on = type_of.get(job.gpus_held[0]) if job.gpus_held else \
+                self._ran_on.get(job.id)
+            if delta and ran_on is not None:
+                self._tau[job.id][ran_on] = self._tau[job.id].get(ran_on, self._half_round) \
+                    + delta
+                self._weight_sum[ran_on] = self._weight_sum.get(ran_on, 0.0) + delta
+            if not job.state.active:
+                self._forget(job.id)
+                changed = True
+            elif job.batch_size != self._seen_batch[job.id]:
+                self._seen_batch[job.id] = job.batch_size
+                changed = True
+        self._dirty |= changed
+
+    def _forget(self, job_id: str) -> None:
+        for table in (self._tau, self._deficit, self._seen_attained, self._seen_batch,
+                      self._ran_on, self._alloc):
+            table.pop(job_id, None)
+
+    def _maybe_recompute(self, jobs: Sequence[Job], capacity: dict[str, int],
+                         now: float) -> None:
+        if capacity != self._capacity:
+            self._capacity = dict(capacity)
+            self._dirty = True
+        interval = self.config.recompute_interval_s
+        if not self._dirty or not (now - self._t_reset >= interval or self._t_reset == 0):
+            return
+        elapsed = now - self._t_reset
+        for job in jobs:
+            old = self._alloc.get(job.id, {})
+            tau = self._tau[job.id]
+            deficit = self._deficit[job.id]
+            for t in capacity:
+                deficit[t] = deficit.get(t, 0.0) + old.get(t, 0.0) * elapsed \
+                    - (tau.get(t, self._half_round) - self._half_round)
+                tau[t] = self._half_round
+        self._weight_sum = {t: sum(self._tau[j.id][t] for j in jobs) for t in capacity}
+        self._t_reset = now
+        self._alloc = {j.id: dict(a) for j, a in
+                       zip(jobs, self._clipped(self.allocate(jobs, capacity, now), jobs),
+                           strict=True)}
+        self._dirty = False
+        self.stats.recomputes += 1
+
+    @staticmethod
+    def _clipped(alloc: Allocation, jobs: Sequence[Job]) -> list[dict[str, float]]:
+        return [{t: min(1.0, max(0.0, x)) for t, x in alloc.get(j.id, {}).items()} for j in jobs]
+
+    def _priority(self, job: Job, gpu_type: str) -> float:
+        share = self._alloc.get(job.id)
+        if share is None:
+            return 0.0
+        a = share.get(gpu_type, 0.0)
+        weight_sum = self._weight_sum.get(gpu_type, 0.0)
+        if a <= 0 or job.rate(gpu_type) <= 0:
+            return 0.0
+        if weight_sum == 0:
+            return a * 1e9
+        return a / (self._tau[job.id][gpu_type] / weight_sum)
+
+    # -- one round --------------------------------------------------------------------------
+    def schedule(self, state: ClusterState, now: float) -> Plan:
+        capacity = capacity_by_type(state)
+        types = tuple(capacity)
+        self._absorb(state, types)
+        jobs = state.active_jobs()
+        self._maybe_recompute(jobs, capacity, now)
+        taken: set[str] = set()
+        picks: list[tuple[Job, str]] = []
+        priorities: dict[str, float] = {}
+        for gpu_type in types:
+            free = capacity[gpu_type]
+            keyed = []
+            for job in jobs:
+                p = self._priority(job, gpu_type)
+                priorities.setdefault(job.id, p)
+                share = self._alloc.get(job.id, {})
+                keyed.append((p, self._deficit[job.id].get(gpu_type, 0.0),
+                              share.get(gpu_type, 0.0), job))
+            keyed.sort(key=lambda k: (k[0], k[1], k[2]), reverse=True)
+            for _, _, _, job in keyed:
+                if job.id in taken or job.rate(gpu_type) <= 0 or job.gpus > free:
+                    continue
+                free -= job.gpus
+                taken.add(job.id)
+                if job.id in self._alloc:  # jobs outside the allocation hold but do not run
+                    picks.append((job, gpu_type))
+        assignments = place(state, picks)
+        type_of = state.gpu_type_of()
+        self._ran_on = {a.job_id: type_of[a.gpu_ids[0]] for a in assignments}
+        return Plan(assignments=assignments, priorities=priorities,
+                    reason=f"{self.name}: {len(assignments)} jobs by time-fraction priority")
