@@ -234,6 +234,11 @@ def load_snapshot(path: str | os.PathLike[str]) -> ClusterState:
     object (JSON parsers silently keep the last one, which hides edit mistakes), or the first
     validation problem. Use :func:`validate_snapshot` to list them all.
     """
+    return state_from_dict(read_snapshot_json(path), str(path))
+
+
+def read_snapshot_json(path: str | os.PathLike[str]) -> Any:
+    """The parsed JSON document of a snapshot file, not yet validated."""
     source = str(path)
     try:
         raw = Path(path).read_bytes()
@@ -248,7 +253,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> ClusterState:
     except json.JSONDecodeError as e:
         raise InputError(source, f"invalid JSON: {e.msg} (column {e.colno})",
                          line=e.lineno) from e
-    return state_from_dict(data, source)
+    return data
 
 
 def _no_duplicate_keys(source: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:

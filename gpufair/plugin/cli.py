@@ -131,11 +131,11 @@ def render_table(reports: Sequence[SimulationReport]) -> str:
 
 
 def _validate(paths: Sequence[str]) -> int:
-    from gpufair.model.snapshot import load_snapshot_data, validate_snapshot
+    from gpufair.model.snapshot import read_snapshot_json, validate_snapshot
     status = 0
     for path in paths:
         try:
-            data = load_snapshot_data(path)
+            data = read_snapshot_json(path)
         except InputError as exc:
             print(f"{exc}", file=sys.stderr)
             status = 1

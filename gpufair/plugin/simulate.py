@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-import tracemalloc
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -41,7 +40,6 @@ class SimulationSpec:
     seed: int = 0
     semantics: str = "clean"
     config: str | None = None
-    measure_memory: bool = False
 
 
 @dataclass
@@ -59,7 +57,6 @@ class SimulationReport:
     num_gpus: int
     busy_gpu_s: float
     dropped: list[DroppedJob] = field(default_factory=list)
-    peak_memory_mb: float | None = None
     trace: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -79,8 +76,6 @@ class SimulationReport:
             "dropped_jobs": [{"index": d.index, "line": d.line, "reason": d.reason}
                              for d in self.dropped],
         }
-        if self.peak_memory_mb is not None:
-            out["peak_memory_mb"] = self.peak_memory_mb
         return out
 
 
@@ -96,8 +91,6 @@ def build_simulator(spec: SimulationSpec) -> TraceSimulator:
 
 def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> SimulationReport:
     """Simulate ``spec``; ``progress`` None shows a bar only when stderr is a terminal."""
-    if spec.measure_memory:
-        tracemalloc.start()
     started = time.perf_counter()
     sim = build_simulator(spec)
     semantics = sim.semantics
@@ -122,10 +115,6 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> Simulatio
     if bar is not None:
         bar.close()
     wall = time.perf_counter() - started
-    peak = None
-    if spec.measure_memory:
-        peak = tracemalloc.get_traced_memory()[1] / 2**20
-        tracemalloc.stop()
     metrics = compute_metrics(sim.outcomes(), sim.num_gpus, sim.makespan(), sim.busy_gpu_s)
     stats = getattr(policy, "stats", None)
     return SimulationReport(
@@ -133,7 +122,7 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> Simulatio
         policy_s=arbiter.policy_s, solver_s=getattr(stats, "solver_s", 0.0),
         solves=getattr(stats, "solves", 0), recomputes=getattr(stats, "recomputes", 0),
         rounds=sim.rounds, decisions=arbiter.decisions, num_gpus=sim.num_gpus,
-        busy_gpu_s=sim.busy_gpu_s, dropped=list(sim.dropped), peak_memory_mb=peak,
+        busy_gpu_s=sim.busy_gpu_s, dropped=list(sim.dropped),
         trace=str(spec.trace or f"(bundled) {DEMO_TRACE}"))
 
 

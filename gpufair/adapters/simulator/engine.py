@@ -110,6 +110,9 @@ class TraceSimulator:
     def finished(self) -> bool:
         return not self._active and self._next_arrival >= len(self.jobs)
 
+    def gpus_in_use(self) -> int:
+        return sum(len(j.held) for j in self._active)
+
     def snapshot(self) -> ClusterState:
         jobs = [self._record(j) for j in self._active]
         jobs += [self._record(j) for j in self._ended]
@@ -304,10 +307,9 @@ class TraceSimulator:
         job.run += steps
         job.attained_s += elapsed
         self.busy_gpu_s += elapsed * job.sf
-        if job.remaining <= 0:
-            job.held = ()
-            self._finish(job, finish)
-        elif sem.deadline_guard and job.attained_s > int(1.5 * int(job.exclusive_s)):
+        over_deadline = sem.deadline_guard and \
+            job.attained_s > int(1.5 * int(job.exclusive_s))
+        if job.remaining <= 0 or over_deadline:
             job.held = ()
             self._finish(job, finish)
         elif sem.batch_switch_lag:

@@ -1,4 +1,4 @@
-"""Measured throughputs (Gavel / Shockwave format): isolated iterations/s per job type and gang size."""
+"""Measured throughputs (Gavel/Shockwave format): isolated iterations/s per job type and gang."""
 
 from __future__ import annotations
 

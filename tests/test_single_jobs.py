@@ -1,0 +1,66 @@
+"""One job alone on 32 V100: completion times recorded from the unmodified artifact (§1.4)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
+from gpufair.adapters.simulator.engine import TraceSimulator
+from gpufair.adapters.simulator.semantics import ARTIFACT, CLEAN
+from gpufair.plugin.arbiter import Arbiter
+from gpufair.policy.base import PolicyConfig
+from gpufair.policy.registry import create_policy
+
+# trace line -> (completion s, final batch size, failed out)
+ARTIFACT_RUNS = {
+    0: (1182.612, 20, False),
+    1: (2883.253, 256, False),
+    2: (13461.896, 64, False),
+    22: (4562.369, 80, False),
+    25: (719.995, 512, False),
+    35: (4913.598, 128, True),
+    113: (1174.100, 256, False),
+}
+
+
+def run_alone(trace_job, throughputs, semantics, policy="max_min"):
+    job = replace(trace_job, index=0, arrival_s=0.0)
+    sim = TraceSimulator([job], throughputs, parse_cluster_spec("v100:32"), semantics, 120.0)
+    config = PolicyConfig(round_s=120.0,
+                          recompute_interval_s=semantics.allocation_recompute_interval_s)
+    arbiter = Arbiter(sim, create_policy(policy, config))
+    while not sim.finished:
+        arbiter.step(preemptive=sim.at_round_boundary)
+        sim.advance()
+    return sim
+
+
+@pytest.mark.parametrize("line", sorted(ARTIFACT_RUNS))
+@pytest.mark.parametrize("policy", ["max_min", "fifo"])
+def test_artifact_single_job_completion(canonical_trace, tacc, line, policy):
+    finish, batch, failed = ARTIFACT_RUNS[line]
+    sim = run_alone(canonical_trace[line], tacc, ARTIFACT, policy)
+    (outcome,) = sim.outcomes()
+    assert outcome.finish_s == pytest.approx(finish, abs=5e-4)
+    assert sim.jobs[0].batch == batch
+    assert outcome.failed is failed
+
+
+def test_job35_fails_five_rounds_then_leaves(canonical_trace, tacc):
+    sim = run_alone(canonical_trace[35], tacc, ARTIFACT)
+    job = sim.jobs[0]
+    assert job.failed_out and job.failures == 5
+
+
+@pytest.mark.parametrize("line", sorted(ARTIFACT_RUNS))
+def test_clean_single_job_finishes_near_isolated_time(canonical_trace, tacc, line):
+    """Clean semantics: no failure path, exact sample conversion, one 20 s start cost."""
+    sim = run_alone(canonical_trace[line], tacc, CLEAN)
+    (outcome,) = sim.outcomes()
+    assert not outcome.failed
+    job = sim.jobs[0]
+    assert job.run == pytest.approx(job.total)
+    # alone, the job runs every second after its 20 s start: JCT is its isolated run time
+    assert outcome.finish_s < 1.01 * outcome.isolated_s + 20
