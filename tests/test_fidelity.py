@@ -20,6 +20,7 @@ from gpufair.policy.registry import create_policy
 RECORDED = {
     "max_min": (33208, 11274, 2.947, 21.7, 0.595, 277),
     "max_sum_throughput": (31909, 9655, 4.976, 22.5, 0.619, 266),
+    "min_total_duration": (24205, 19807, 7.741, 71.7, 0.816, 204),
 }
 
 

@@ -2,7 +2,7 @@
 
 ```toml
 [solver]
-backend = "auto"        # auto | gurobi | highs
+backend = "auto"        # auto | gurobi | highs | ecos (LPs only)
 time_limit_s = 30
 threads = 2
 
@@ -34,7 +34,7 @@ _TOP_KEYS = {"solver", "policies", "simulator", "daemon", "slurm", "yarn", "prof
 
 @dataclass(frozen=True)
 class SolverSettings:
-    backend: str = "auto"
+    backend: str | None = None  # None: the caller's default (artifact runs use ECOS)
     time_limit_s: float | None = None
     threads: int | None = None
 
@@ -90,8 +90,8 @@ def config_from_dict(data: dict[str, Any], source: str = "<config>") -> Config:
                              field=f"solver.{key}")
         if isinstance(value, bool) or not isinstance(value, kind):
             raise InputError(source, "wrong type", field=f"solver.{key}", value=value)
-    if solver.get("backend", "auto") not in ("auto", "gurobi", "highs"):
-        raise InputError(source, "expected auto, gurobi or highs", field="solver.backend",
+    if solver.get("backend", "auto") not in ("auto", "gurobi", "highs", "ecos"):
+        raise InputError(source, "expected auto, gurobi, highs or ecos", field="solver.backend",
                          value=solver["backend"])
     policies = data.get("policies", {})
     if not isinstance(policies, dict) or any(not isinstance(v, dict) for v in policies.values()):

@@ -98,7 +98,7 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> Simulatio
     name = ALIASES.get(spec.policy, spec.policy)
     policy_config = PolicyConfig(
         round_s=spec.round_s, recompute_interval_s=semantics.allocation_recompute_interval_s,
-        seed=spec.seed, solver_backend=config.solver.backend,
+        seed=spec.seed, solver_backend=config.solver.backend or semantics.lp_backend,
         solver_time_limit_s=config.solver.time_limit_s, solver_threads=config.solver.threads,
         options=config.policy_options(name))
     policy = create_policy(name, policy_config)

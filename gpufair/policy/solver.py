@@ -21,6 +21,7 @@ Python loop per variable would cost more than the solve itself.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 import time
@@ -55,7 +56,7 @@ __all__ = [
 logger = logging.getLogger("gpufair.solver")
 
 #: Accepted values of :attr:`SolveOptions.backend`.
-BACKENDS: tuple[str, ...] = ("auto", "gurobi", "highs")
+BACKENDS: tuple[str, ...] = ("auto", "gurobi", "highs", "ecos")
 #: Accepted values of :attr:`SolveOptions.lp_method`.
 LP_METHODS: tuple[str, ...] = ("default", "simplex", "ipm")
 
@@ -404,7 +405,11 @@ def _gurobi_state() -> _GurobiState:
 
 def available_backends() -> tuple[str, ...]:
     """Backends that can run here: ``"gurobi"`` only if gurobipy imports *and* is licensed."""
-    return ("gurobi", "highs") if _gurobi_state().env is not None else ("highs",)
+    names = ["gurobi"] if _gurobi_state().env is not None else []
+    names.append("highs")
+    if importlib.util.find_spec("ecos") is not None:
+        names.append("ecos")
+    return tuple(names)
 
 
 def gurobi_fits(problem: LinearProgram) -> bool:
@@ -628,7 +633,49 @@ def _solve_highs(problem: LinearProgram, opts: SolveOptions) -> _Raw:
 # Entry point
 # --------------------------------------------------------------------------------------------
 
-_BACKEND_FUNCS = {"gurobi": _solve_gurobi, "highs": _solve_highs}
+# ECOS exit flags (ecos.h): optimal, primal/dual infeasible, and "close to" each of those.
+_ECOS_OPTIMAL, _ECOS_PINF, _ECOS_DINF = 0, 1, 2
+_ECOS_INACCURATE = 10
+
+
+def _solve_ecos(problem: LinearProgram, opts: SolveOptions) -> _Raw:
+    """Solve an LP with ECOS, the interior-point solver the Gavel/Shockwave artifacts use.
+
+    Interior-point solutions of degenerate LPs are not vertices: ties are split rather than
+    decided, and variables at a bound sit a hair inside it. Gavel's round mechanism orders
+    jobs by allocation / received share, so those hair-widths decide who runs; reproducing
+    the artifacts' numbers needs the same kind of solver, not just the same optimum.
+    """
+    import ecos
+
+    if problem.is_mip:
+        return _Raw(Status.ERROR, message="ECOS solves LPs only; use HiGHS or Gurobi for MILPs")
+    n = problem.num_vars
+    eye = sp.identity(n, format="csr")
+    low, high = np.isfinite(problem.lb), np.isfinite(problem.ub)
+    blocks = [problem.A_ub] if problem.A_ub is not None else []
+    # ECOS checks for the legacy sparse-matrix interface, not sparse arrays
+    g = sp.csc_matrix(sp.vstack([*blocks, -eye[low], eye[high]], format="csc"))
+    h = np.concatenate([problem.b_ub if problem.num_ub else np.empty(0),
+                        -problem.lb[low], problem.ub[high]])
+    c = -problem.c if problem.maximize else problem.c
+    kwargs: dict[str, Any] = {"verbose": bool(opts.verbose)}
+    if problem.num_eq:
+        kwargs.update(A=sp.csc_matrix(problem.A_eq), b=problem.b_eq)
+    result = ecos.solve(c, g, h, {"l": g.shape[0], "q": [], "e": 0}, **kwargs)
+    flag = int(result["info"]["exitFlag"])
+    if flag in (_ECOS_OPTIMAL, _ECOS_INACCURATE):
+        x = np.asarray(result["x"], dtype=np.float64)
+        status = Status.OPTIMAL if flag == _ECOS_OPTIMAL else Status.FEASIBLE
+        return _Raw(status, x, problem.objective_value(x))
+    if flag in (_ECOS_PINF, _ECOS_PINF + _ECOS_INACCURATE):
+        return _Raw(Status.INFEASIBLE, message="ECOS: primal infeasible")
+    if flag in (_ECOS_DINF, _ECOS_DINF + _ECOS_INACCURATE):
+        return _Raw(Status.UNBOUNDED, message="ECOS: dual infeasible (unbounded)")
+    return _Raw(Status.ERROR, message=f"ECOS: {result['info'].get('infostring', flag)}")
+
+
+_BACKEND_FUNCS = {"gurobi": _solve_gurobi, "highs": _solve_highs, "ecos": _solve_ecos}
 
 
 def _run_backend(name: str, problem: LinearProgram, opts: SolveOptions) -> _Raw:
@@ -716,6 +763,11 @@ def solve(problem: LinearProgram, options: SolveOptions | None = None) -> Soluti
         return _finish(problem, trivial, "none", t0)
     if opts.backend == "highs":
         return _finish(problem, _run_backend("highs", problem, opts), "highs", t0)
+    if opts.backend == "ecos":
+        if not problem.is_mip:
+            return _finish(problem, _run_backend("ecos", problem, opts), "ecos", t0)
+        return _finish(problem, _run_backend("highs", problem, opts), "highs", t0,
+                       prefix="ECOS solves LPs only; solved with HiGHS")
 
     state = _gurobi_state()
     if state.env is None:

@@ -37,6 +37,9 @@ class Semantics:
     allocation_recompute_interval_s: float
     # charge attained service as held time (clean) or overhead-reduced run time (artifact)
     attained_includes_overhead: bool
+    # solver for the allocation LPs: the artifacts' ECOS, whose interior (non-vertex) points
+    # decide the round mechanism's order; gpufair's own choice (Gurobi/HiGHS) otherwise
+    lp_backend: str
 
 
 ARTIFACT = Semantics(
@@ -44,12 +47,14 @@ ARTIFACT = Semantics(
     event_backfill=False, restart_overhead_s=20.0, restart_overhead_full_rounds_only=True,
     batch_switch_lag=True, switch_rounds_epoch_up=True, deadline_guard=True, failure_path=True,
     allocation_recompute_interval_s=1000.0, attained_includes_overhead=False,
+    lp_backend="ecos",
 )
 CLEAN = Semantics(
     name="clean", admit_at_round_boundary=False, round_ends_at_last_finish=False,
     event_backfill=True, restart_overhead_s=20.0, restart_overhead_full_rounds_only=False,
     batch_switch_lag=False, switch_rounds_epoch_up=False, deadline_guard=False,
     failure_path=False, allocation_recompute_interval_s=0.0, attained_includes_overhead=True,
+    lp_backend="auto",
 )
 SEMANTICS = {s.name: s for s in (ARTIFACT, CLEAN)}
 MAX_FAILED_ROUNDS = 5
