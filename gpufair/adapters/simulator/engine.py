@@ -135,6 +135,8 @@ class TraceSimulator:
                 results.append(ActionResult(action, True))
             elif isinstance(action, Start | Resume | Migrate):
                 problem = self._check_gpus(job, action.gpu_ids, held - set(job.held))
+                if job.held and not isinstance(action, Migrate):
+                    problem = "already running; a move is a Migrate"
                 if problem:
                     results.append(ActionResult(action, False, problem))
                     continue
