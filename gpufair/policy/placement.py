@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from gpufair.model import Assignment, ClusterState, Job
+from gpufair.model import Assignment, ClusterState, Job, node_of
 
 
 def fastest_type(job: Job, free: dict[str, int]) -> str | None:
@@ -41,32 +41,43 @@ def capacity_by_type(state: ClusterState) -> dict[str, int]:
 
 
 def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assignment, ...]:
-    """GPU ids for each picked (job, type); largest gangs first, as the artifacts do."""
-    free_by_node: dict[str, list[str]] = {}
-    node_type: dict[str, str] = {}
+    """GPU ids for each picked (job, type); largest gangs first, as the artifacts do.
+
+    Nodes only fill up during one call, so each type keeps a cursor past its full nodes:
+    placement stays near-linear on clusters of thousands of nodes.
+    """
+    free: dict[str, list[str]] = {}
+    nodes_of: dict[str, list[str]] = {}
     for node in state.usable_nodes():
-        free_by_node[node.name] = list(node.gpu_ids())
-        node_type[node.name] = node.gpu_type
-    free = {g for ids in free_by_node.values() for g in ids}
+        free[node.name] = list(node.gpu_ids())
+        nodes_of.setdefault(node.gpu_type, []).append(node.name)
+    cursor = dict.fromkeys(nodes_of, 0)
     order = sorted(picks, key=lambda p: -p[0].gpus)
     chosen: dict[str, tuple[str, ...]] = {}
     for job, gpu_type in order:
         held = job.gpus_held
-        if len(held) == job.gpus and all(g in free for g in held) and \
-                all(node_type.get(g.rpartition(":")[0]) == gpu_type for g in held):
+        if len(held) == job.gpus and all(g in free.get(node_of(g), ()) for g in held) and \
+                all(node_of(g) in nodes_of.get(gpu_type, ()) for g in held):
             chosen[job.id] = held
-            free.difference_update(held)
+            for g in held:
+                free[node_of(g)].remove(g)
     for job, gpu_type in order:
         if job.id in chosen:
             continue
-        nodes = [n for n, t in node_type.items() if t == gpu_type]
-        whole = next((n for n in nodes
-                      if sum(g in free for g in free_by_node[n]) >= job.gpus), None)
-        candidates = free_by_node[whole] if whole is not None else \
-            [g for n in nodes for g in free_by_node[n]]
-        gpus = tuple(g for g in candidates if g in free)[: job.gpus]
+        names = nodes_of.get(gpu_type, [])
+        while cursor[gpu_type] < len(names) and not free[names[cursor[gpu_type]]]:
+            cursor[gpu_type] += 1
+        rest = names[cursor[gpu_type]:]
+        whole = next((n for n in rest if len(free[n]) >= job.gpus), None)
+        gpus: list[str] = []
+        for name in [whole] if whole is not None else rest:
+            take = free[name][: job.gpus - len(gpus)]
+            gpus.extend(take)
+            if len(gpus) == job.gpus:
+                break
         if len(gpus) < job.gpus:
             continue  # the walk over-committed a type: skip rather than under-provision a gang
-        chosen[job.id] = gpus
-        free.difference_update(gpus)
+        for g in gpus:
+            free[node_of(g)].remove(g)
+        chosen[job.id] = tuple(gpus)
     return tuple(Assignment(job.id, chosen[job.id]) for job, _ in picks if job.id in chosen)

@@ -44,10 +44,10 @@ class TimeFractionPolicy(ABC):
         """Time fractions per job and GPU type, each job's sum ≤ 1, capacity respected."""
 
     # -- bookkeeping ------------------------------------------------------------------------
-    def _absorb(self, state: ClusterState, types: tuple[str, ...]) -> None:
+    def _absorb(self, state: ClusterState, types: tuple[str, ...],
+                type_of: dict[str, str]) -> None:
         """Charge each job the service it received since the last call (τ_j, W)."""
         changed = False
-        type_of = state.gpu_type_of()
         for job in state.jobs:
             if job.id not in self._tau:
                 if not job.state.active:
@@ -124,7 +124,8 @@ class TimeFractionPolicy(ABC):
     def schedule(self, state: ClusterState, now: float) -> Plan:
         capacity = capacity_by_type(state)
         types = tuple(capacity)
-        self._absorb(state, types)
+        type_of = state.gpu_type_of()
+        self._absorb(state, types, type_of)
         jobs = state.active_jobs()
         self._maybe_recompute(jobs, capacity, now)
         taken: set[str] = set()
@@ -148,7 +149,6 @@ class TimeFractionPolicy(ABC):
                 if job.id in self._alloc:  # jobs outside the allocation hold but do not run
                     picks.append((job, gpu_type))
         assignments = place(state, picks)
-        type_of = state.gpu_type_of()
         self._ran_on = {a.job_id: type_of[a.gpu_ids[0]] for a in assignments}
         return Plan(assignments=assignments, priorities=priorities,
                     reason=f"{self.name}: {len(assignments)} jobs by time-fraction priority")

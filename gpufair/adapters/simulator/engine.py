@@ -189,6 +189,13 @@ class TraceSimulator:
         return self._rate(job, self._gpu_type[job.held[0]])
 
     def _record(self, job: SimJob) -> Job:
+        key = (job.run, job.held, job.batch, job.attained_s, job.finished, job.restarts,
+               job.start_s)
+        if key != job.record_key:
+            job.record_key, job.record = key, self._make_record(job)
+        return job.record
+
+    def _make_record(self, job: SimJob) -> Job:
         if job.finished:
             state = JobState.FAILED if job.failed_out else JobState.COMPLETED
         else:

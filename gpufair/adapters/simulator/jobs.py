@@ -15,10 +15,10 @@ from gpufair.adapters.simulator.workload import (
     iterations_per_epoch,
     num_epochs,
 )
-from gpufair.model import Adaptation, ThroughputProfile
+from gpufair.model import Adaptation, Job, ThroughputProfile
 
 
-@dataclass
+@dataclass(eq=False)  # identity: the engine removes jobs from lists by identity
 class SimJob:
     trace: TraceJob
     id: str
@@ -45,6 +45,9 @@ class SimJob:
     active_sum: float = 0.0
     batch_changes: list[int] = field(default_factory=list)
     profile: ThroughputProfile = field(default_factory=ThroughputProfile)
+    # the last snapshot record and what it was made from: waiting jobs do not change
+    record_key: tuple | None = None
+    record: Job | None = None
 
     @property
     def sf(self) -> int:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gpufair.model import Adaptation
 
@@ -122,15 +123,16 @@ def gns_schedule(model: str, b0: int, sf: int, n: int) -> list[int]:
     return sizes
 
 
-def epoch_profile(model: str, b0: int, sf: int, mode: Adaptation, n: int) -> list[int]:
+@lru_cache(maxsize=4096)
+def epoch_profile(model: str, b0: int, sf: int, mode: Adaptation, n: int) -> tuple[int, ...]:
     if mode is Adaptation.ACCORDION:
-        return accordion_profile(model, b0, n)
+        return tuple(accordion_profile(model, b0, n))
     if mode is Adaptation.GNS:
-        return gns_schedule(model, b0, sf, n)
-    return [b0] * n
+        return tuple(gns_schedule(model, b0, sf, n))
+    return (b0,) * n
 
 
-def exclusive_time(model: str, batch_sizes: list[int],
+def exclusive_time(model: str, batch_sizes: Sequence[int],
                    rate_at: Callable[[int], float | None]) -> float:
     """T_exclusive = Σ_e (D / b_e) / θ(b_e): D/b, not ceil, exactly as the artifact."""
     d = SAMPLES_PER_EPOCH[model]
