@@ -138,6 +138,12 @@ class Job:
     batch_size: int | None = None
     initial_batch_size: int | None = None
     adaptation: Adaptation = Adaptation.STATIC
+    # what a policy that plans across batch-size regimes needs (Shockwave): the dataset size,
+    # the largest batch size the job's adaptation may reach, and measured whole-job
+    # iterations/s on its gang per batch size, as (batch size, rate) pairs
+    samples_per_epoch: int | None = None
+    max_batch_size: int | None = None
+    batch_rates: tuple[tuple[int, float], ...] = ()
     weight: float = 1.0
     attained_s: float = 0.0
     restarts: int = 0
@@ -148,6 +154,9 @@ class Job:
     def elastic(self) -> bool:
         return self.min_gpus is not None and self.max_gpus is not None and \
             self.min_gpus != self.max_gpus
+
+    def rate_at_batch(self, batch_size: int) -> float | None:
+        return dict(self.batch_rates).get(batch_size)
 
     def rate(self, gpu_type: str, count: int | None = None) -> float:
         """Iterations/s on ``count`` (default: its gang size) GPUs of ``gpu_type``; 0 if unknown."""

@@ -18,6 +18,7 @@ from gpufair.adapters.simulator.throughputs import Throughputs
 from gpufair.adapters.simulator.trace import TraceJob, job_type_with_batch
 from gpufair.adapters.simulator.workload import (
     MAX_BATCH,
+    SAMPLES_PER_EPOCH,
     iterations_per_epoch,
     next_batch_size,
     rescale_steps,
@@ -207,7 +208,10 @@ class TraceSimulator:
                    start_s=job.start_s, finish_s=job.finish_s,
                    progress=Progress(job.run, job.total, epochs_done, job.epochs),
                    throughput=job.profile, model=job.model, batch_size=job.batch,
-                   initial_batch_size=job.b0, adaptation=job.mode, weight=job.trace.priority_weight,
+                   initial_batch_size=job.b0, adaptation=job.mode,
+                   samples_per_epoch=SAMPLES_PER_EPOCH.get(job.model),
+                   max_batch_size=MAX_BATCH.get(job.model, job.b0) if job.adapts else job.b0,
+                   batch_rates=job.batch_rates, weight=job.trace.priority_weight,
                    attained_s=job.attained_s, restarts=job.restarts, gpus_held=job.held)
 
     def _admit(self) -> None:

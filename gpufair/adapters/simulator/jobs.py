@@ -45,6 +45,7 @@ class SimJob:
     active_sum: float = 0.0
     batch_changes: list[int] = field(default_factory=list)
     profile: ThroughputProfile = field(default_factory=ThroughputProfile)
+    batch_rates: tuple[tuple[int, float], ...] = ()
     # the last snapshot record and what it was made from: waiting jobs do not change
     record_key: tuple | None = None
     record: Job | None = None
@@ -117,4 +118,5 @@ def build_job(trace: TraceJob, throughputs: Throughputs, profiles: ProfileCache,
         exclusive = trace.total_steps / usable[reference]
     return SimJob(trace=trace, id=str(trace.index), model=model, b0=b0, mode=mode,
                   epochs=epochs, exclusive_s=exclusive, batch=b0, total=float(trace.total_steps),
-                  profile=profile)
+                  profile=profile,
+                  batch_rates=throughputs.batch_rates(reference, model, trace.scale_factor))

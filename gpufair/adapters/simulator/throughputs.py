@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufair.adapters.simulator.trace import split_job_type
 from gpufair.errors import InputError
 
 _KEY = re.compile(r"^\('(.*)', (\d+)\)$")
@@ -31,6 +32,16 @@ class Throughputs:
 
     def rate(self, gpu_type: str, job_type: str, scale_factor: int) -> float | None:
         return self.isolated.get(gpu_type, {}).get((job_type, scale_factor))
+
+    def batch_rates(self, gpu_type: str, model: str, scale_factor: int
+                    ) -> tuple[tuple[int, float], ...]:
+        """(batch size, rate) of every measured batch size of ``model`` on this gang."""
+        out = []
+        for (job_type, sf), rate in self.isolated.get(gpu_type, {}).items():
+            name, batch = split_job_type(job_type)
+            if sf == scale_factor and name == model and batch is not None:
+                out.append((batch, rate))
+        return tuple(sorted(out))
 
     def has(self, job_type: str, scale_factor: int, gpu_types: tuple[str, ...]) -> bool:
         return all(self.rate(t, job_type, scale_factor) is not None for t in gpu_types)
