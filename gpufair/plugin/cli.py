@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from gpufair.errors import InputError
+from gpufair.plugin import cli_slurm
 from gpufair.plugin.simulate import SimulationReport, SimulationSpec, simulate
 from gpufair.policy.registry import available_policies
 
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check a snapshot file")
     val.add_argument("snapshot", nargs="+")
     sub.add_parser("policies", help="list the installed policies")
+    cli_slurm.add_parsers(sub)
     return parser
 
 
@@ -62,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_policies(args, names)
         if args.command == "validate":
             return _validate(args.snapshot)
+        if args.command in cli_slurm.COMMANDS:
+            return cli_slurm.run(args)
         print("\n".join(available_policies()))
         return 0
     except InputError as exc:

@@ -96,5 +96,7 @@ def config_from_dict(data: dict[str, Any], source: str = "<config>") -> Config:
     policies = data.get("policies", {})
     if not isinstance(policies, dict) or any(not isinstance(v, dict) for v in policies.values()):
         raise InputError(source, "expected [policies.NAME] tables", field="policies")
+    from gpufair.plugin.service_config import service_config
+    service_config(data, source)  # [daemon], [slurm], [store]: typos are errors here too
     return Config(solver=SolverSettings(**solver), policies=policies,
                   sections={k: v for k, v in data.items() if k not in ("solver", "policies")})

@@ -1,0 +1,249 @@
+"""How gpufair talks to Slurm: the CLI with ``--json``, or slurmrestd. One small interface.
+
+Both read the same documents (``squeue --json`` equals REST ``GET /jobs``; ``sinfo --json``
+equals ``GET /nodes``). Writes are ``scontrol`` verbs with ``key=value`` arguments; the REST
+transport maps the ones slurmrestd 22.05 serves (job update, hold/release as an update,
+signal/cancel) and hands the rest (suspend, resume, requeue, requeuehold, which v0.0.38 has no
+endpoint for) to the CLI. Every command is an argument list: job names, user names and paths
+from Slurm never pass through a shell.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class TransportError(RuntimeError):
+    """Slurm did not answer, or answered something that is not a usable document."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    ok: bool
+    detail: str
+
+
+class Transport(Protocol):
+    name: str
+
+    def read_jobs(self) -> dict[str, Any]:
+        """The ``squeue --json`` document (all states, so finished jobs are accounted)."""
+        ...
+
+    def read_nodes(self) -> dict[str, Any]:
+        """The ``sinfo --json`` document."""
+        ...
+
+    def control(self, verb: str, job_id: str, fields: Mapping[str, str] | None = None
+                ) -> CommandResult:
+        """``update`` (with fields), ``hold``, ``release``, ``requeue``, ``requeuehold``,
+        ``suspend``, ``resume``, ``cancel`` or ``signal`` (fields: signal)."""
+        ...
+
+
+_VERBS = {"update", "hold", "release", "requeue", "requeuehold", "suspend", "resume",
+          "cancel", "signal", "top"}
+
+
+def _check_verb(verb: str, job_id: str) -> None:
+    if verb not in _VERBS:
+        raise ValueError(f"unknown Slurm verb {verb!r}")
+    if not job_id.isdigit() and not job_id.replace("_", "").isdigit():
+        raise ValueError(f"not a Slurm job id: {job_id!r}")
+
+
+def _parse_document(text: str, what: str, key: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TransportError(f"{what}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
+        raise TransportError(f"{what}: no {key!r} list in the reply")
+    errors = doc.get("errors") or []
+    if errors:
+        raise TransportError(f"{what}: Slurm reported {json.dumps(errors)[:300]}")
+    return doc
+
+
+def scontrol_argv(verb: str, job_id: str, fields: Mapping[str, str] | None = None
+                  ) -> list[str]:
+    """The argument list for one job verb (exposed for tests and ``--dry-run`` logs)."""
+    _check_verb(verb, job_id)
+    if verb == "update":
+        if not fields:
+            raise ValueError("update needs fields")
+        for key, value in fields.items():
+            if not key.isalnum() or any(c.isspace() for c in value):
+                raise ValueError(f"bad update field {key}={value!r}")
+        return ["scontrol", "update", f"JobId={job_id}",
+                *(f"{k}={v}" for k, v in fields.items())]
+    if verb == "cancel":
+        return ["scancel", job_id]
+    if verb == "signal":
+        signal = (fields or {}).get("signal", "USR1")
+        if not signal.isalnum():
+            raise ValueError(f"bad signal {signal!r}")
+        return ["scancel", f"--signal={signal}", "--full", job_id]
+    return ["scontrol", verb, job_id]
+
+
+class CliTransport:
+    """``squeue``/``sinfo``/``scontrol``/``scancel`` as subprocesses with a timeout."""
+
+    name = "cli"
+
+    def __init__(self, *, timeout_s: float = 10.0, env: Mapping[str, str] | None = None) -> None:
+        self.timeout_s = timeout_s
+        self.env = dict(os.environ if env is None else env)
+
+    def _run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(list(argv), capture_output=True, text=True,
+                                  timeout=self.timeout_s, env=self.env, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise TransportError(f"{argv[0]}: no answer in {self.timeout_s:g} s") from exc
+        except OSError as exc:
+            raise TransportError(f"{argv[0]}: cannot run: {exc.strerror}") from exc
+
+    def _read(self, argv: Sequence[str], key: str) -> dict[str, Any]:
+        proc = self._run(argv)
+        if proc.returncode != 0:
+            raise TransportError(f"{' '.join(argv)}: exit {proc.returncode}: "
+                                 f"{proc.stderr.strip()[:300]}")
+        return _parse_document(proc.stdout, " ".join(argv), key)
+
+    def read_jobs(self) -> dict[str, Any]:
+        return self._read(["squeue", "--all", "--states=all", "--json"], "jobs")
+
+    def read_nodes(self) -> dict[str, Any]:
+        return self._read(["sinfo", "--json"], "nodes")
+
+    def control(self, verb: str, job_id: str, fields: Mapping[str, str] | None = None
+                ) -> CommandResult:
+        argv = scontrol_argv(verb, job_id, fields)
+        try:
+            proc = self._run(argv)
+        except TransportError as exc:
+            return CommandResult(False, str(exc))
+        text = (proc.stderr or proc.stdout).strip()
+        return CommandResult(proc.returncode == 0, text[:300] or " ".join(argv[1:3]))
+
+
+class RestTransport:
+    """slurmrestd v0.0.38: a unix socket with local auth, or TCP with a JWT.
+
+    ``url`` is ``unix:/path/to/slurmrestd.sock`` or ``http://host:port``. With TCP, ``user``
+    and ``token`` (``scontrol token``) go into the X-SLURM-USER-* headers.
+    """
+
+    name = "rest"
+    API = "/slurm/v0.0.38"
+
+    def __init__(self, url: str, *, user: str | None = None, token: str | None = None,
+                 timeout_s: float = 10.0, cli: CliTransport | None = None) -> None:
+        self.url = url
+        self.user = user
+        self.token = token
+        self.timeout_s = timeout_s
+        self.cli = cli or CliTransport(timeout_s=timeout_s)
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self.url.startswith("unix:"):
+            return _UnixConnection(self.url[5:], self.timeout_s)
+        rest = self.url.removeprefix("http://")
+        host, _, port = rest.partition(":")
+        return http.client.HTTPConnection(host, int(port or 6820), timeout=self.timeout_s)
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+        headers = {"Accept": "application/json"}
+        if self.token:
+            headers["X-SLURM-USER-NAME"] = self.user or "root"
+            headers["X-SLURM-USER-TOKEN"] = self.token
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        conn = self._connection()
+        try:
+            conn.request(method, self.API + path, body=data, headers=headers)
+            resp = conn.getresponse()
+            text = resp.read().decode("utf-8", "replace")
+        except (OSError, http.client.HTTPException) as exc:
+            raise TransportError(f"slurmrestd {self.url}{path}: {exc}") from exc
+        finally:
+            conn.close()
+        try:
+            doc = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise TransportError(f"slurmrestd {path}: HTTP {resp.status}, not JSON: "
+                                 f"{text[:200]!r}") from exc
+        return resp.status, doc if isinstance(doc, dict) else {}
+
+    def _read(self, path: str, key: str) -> dict[str, Any]:
+        status, doc = self.request("GET", path)
+        if status != 200:
+            raise TransportError(f"slurmrestd {path}: HTTP {status}: "
+                                 f"{json.dumps(doc.get('errors'))[:300]}")
+        return _parse_document(json.dumps(doc), f"slurmrestd {path}", key)
+
+    def read_jobs(self) -> dict[str, Any]:
+        return self._read("/jobs", "jobs")
+
+    def read_nodes(self) -> dict[str, Any]:
+        return self._read("/nodes", "nodes")
+
+    def control(self, verb: str, job_id: str, fields: Mapping[str, str] | None = None
+                ) -> CommandResult:
+        _check_verb(verb, job_id)
+        body: dict[str, Any] | None = None
+        if verb in ("hold", "release"):
+            body = {"hold": verb == "hold"}
+        elif verb == "update" and fields and set(fields) <= set(_REST_FIELDS):
+            body = {_REST_FIELDS[k]: _rest_value(k, v) for k, v in fields.items()}
+        elif verb == "cancel":
+            return self._delete(job_id, "SIGKILL")
+        if body is None:  # no v0.0.38 endpoint for it: the CLI does it
+            return self.cli.control(verb, job_id, fields)
+        try:
+            status, doc = self.request("POST", f"/job/{job_id}", body)
+        except TransportError as exc:
+            return CommandResult(False, str(exc))
+        errors = doc.get("errors") or []
+        return CommandResult(status == 200 and not errors,
+                             json.dumps(errors)[:300] if errors else f"HTTP {status}")
+
+    def _delete(self, job_id: str, signal: str) -> CommandResult:
+        try:
+            status, doc = self.request("DELETE", f"/job/{job_id}?signal={signal}")
+        except TransportError as exc:
+            return CommandResult(False, str(exc))
+        errors = doc.get("errors") or []
+        return CommandResult(status == 200 and not errors,
+                             json.dumps(errors)[:300] if errors else f"HTTP {status}")
+
+
+_REST_FIELDS = {"Priority": "priority", "Nice": "nice", "TimeLimit": "time_limit",
+                "Comment": "comment"}
+
+
+def _rest_value(key: str, value: str) -> Any:
+    return int(value) if key in ("Priority", "Nice", "TimeLimit") else value
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self.unix_path)
+        self.sock = sock

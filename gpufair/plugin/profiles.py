@@ -1,0 +1,29 @@
+"""Throughput profiles for jobs that have no measurement yet.
+
+Policies place a job only on GPU types with a known rate for its gang size. A job fresh from
+a resource manager has no measured rate; it gets a *neutral* profile (rate 1.0 on every GPU
+type for its gang size): no type is preferred and no speedup is assumed, so the policy
+degrades to its type-blind form until the profiler has measured the job. Measured rates are
+never overwritten, and a user's declaration never enters here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpufair.model import ClusterState, ThroughputProfile
+
+NEUTRAL_RATE = 1.0
+
+
+def with_default_profiles(state: ClusterState) -> ClusterState:
+    types = state.gpu_type_names()
+    jobs = []
+    for job in state.jobs:
+        if types and all(job.throughput.rate(t, job.gpus) is None for t in types):
+            rates = dict(job.throughput.rates)
+            for gpu_type in types:
+                rates.setdefault((gpu_type, job.gpus), NEUTRAL_RATE)
+            job = replace(job, throughput=ThroughputProfile(rates))
+        jobs.append(job)
+    return state.with_jobs(jobs)

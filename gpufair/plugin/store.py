@@ -1,0 +1,225 @@
+"""The daemon's state store: SQLite in WAL mode, the embedded default.
+
+It holds rounds, their plans, every action with its outcome, job history (attained service,
+waiting time, restarts), hook events and policy state. It is also the write-ahead journal
+that makes applying a round idempotent: all of a round's actions are written as ``planned``
+in the transaction that opens the round; each is marked ``applying`` before it is sent to the
+resource manager and ``done``/``failed`` after. A daemon killed at any point finds on restart
+the round still ``applying``, skips what is ``done``, checks an ``applying`` action against
+what the cluster shows (it may have taken effect just before the kill) and carries out the
+rest: nothing is repeated, nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpufair.model import (
+    Action,
+    Migrate,
+    Preempt,
+    PreemptMode,
+    Resize,
+    Resume,
+    SetPriority,
+    Start,
+)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rounds (
+  id INTEGER PRIMARY KEY, started_at REAL NOT NULL, finished_at REAL, policy TEXT NOT NULL,
+  status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', plan TEXT NOT NULL,
+  latency_s REAL);
+CREATE TABLE IF NOT EXISTS actions (
+  round_id INTEGER NOT NULL REFERENCES rounds(id), seq INTEGER NOT NULL, kind TEXT NOT NULL,
+  job_id TEXT NOT NULL, payload TEXT NOT NULL, status TEXT NOT NULL,
+  detail TEXT NOT NULL DEFAULT '', updated_at REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (round_id, seq));
+CREATE TABLE IF NOT EXISTS jobs (
+  job_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, first_seen REAL NOT NULL, state TEXT NOT NULL,
+  attained_s REAL NOT NULL DEFAULT 0, waiting_s REAL NOT NULL DEFAULT 0,
+  restarts INTEGER NOT NULL DEFAULT 0, last_seen REAL NOT NULL, finished_at REAL,
+  exit_code TEXT);
+CREATE TABLE IF NOT EXISTS events (
+  id INTEGER PRIMARY KEY, ts REAL NOT NULL, kind TEXT NOT NULL, job_id TEXT, node TEXT,
+  payload TEXT NOT NULL, source TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS policy_state (
+  name TEXT PRIMARY KEY, data TEXT NOT NULL, updated_at REAL NOT NULL);
+"""
+
+PLANNED, APPLYING, DONE, FAILED, SKIPPED = "planned", "applying", "done", "failed", "skipped"
+
+
+def action_to_dict(action: Action) -> dict[str, Any]:
+    data: dict[str, Any] = {"kind": type(action).__name__, "job_id": action.job_id}
+    if isinstance(action, (Start, Resume, Resize, Migrate)):
+        data["gpu_ids"] = list(action.gpu_ids)
+    elif isinstance(action, Preempt):
+        data.update(mode=action.mode.value, grace_s=action.grace_s)
+    elif isinstance(action, SetPriority):
+        data["priority"] = action.priority
+    return data
+
+
+def action_from_dict(data: Mapping[str, Any]) -> Action:
+    kind, job = data["kind"], str(data["job_id"])
+    gpus = tuple(data.get("gpu_ids", ()))
+    if kind == "Preempt":
+        return Preempt(job, PreemptMode(data["mode"]), float(data["grace_s"]))
+    if kind == "SetPriority":
+        return SetPriority(job, float(data["priority"]))
+    classes = {"Start": Start, "Resume": Resume, "Resize": Resize, "Migrate": Migrate}
+    return classes[kind](job, gpus)
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    round_id: int
+    seq: int
+    action: Action
+    status: str
+    detail: str
+
+
+class Store:
+    """One connection per daemon; WAL lets ``gpufair`` commands and tests read concurrently."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")  # a SIGKILL must not lose a commit
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # ---- rounds and the action journal ----------------------------------------------------
+    def begin_round(self, policy: str, plan: Mapping[str, Any], actions: list[Action], *,
+                    reason: str = "", dry_run: bool = False, now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        status = "dry-run" if dry_run else ("applying" if actions else "done")
+        with self.tx() as db:
+            cur = db.execute(
+                "INSERT INTO rounds(started_at, finished_at, policy, status, reason, plan) "
+                "VALUES (?,?,?,?,?,?)",
+                (now, now if status != "applying" else None, policy, status, reason,
+                 json.dumps(plan, sort_keys=True)))
+            round_id = int(cur.lastrowid or 0)
+            db.executemany(
+                "INSERT INTO actions(round_id, seq, kind, job_id, payload, status, updated_at)"
+                " VALUES (?,?,?,?,?,?,?)",
+                [(round_id, seq, type(a).__name__, a.job_id,
+                  json.dumps(action_to_dict(a), sort_keys=True),
+                  SKIPPED if dry_run else PLANNED, now) for seq, a in enumerate(actions)])
+        return round_id
+
+    def mark(self, round_id: int, seq: int, status: str, detail: str = "") -> None:
+        with self.tx() as db:
+            db.execute("UPDATE actions SET status=?, detail=?, updated_at=?, "
+                       "attempts = attempts + (? = 'applying') WHERE round_id=? AND seq=?",
+                       (status, detail, time.time(), status, round_id, seq))
+
+    def finish_round(self, round_id: int, latency_s: float | None = None) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE rounds SET status='done', finished_at=?, latency_s=? "
+                       "WHERE id=?", (time.time(), latency_s, round_id))
+
+    def skip_round(self, policy: str, reason: str) -> int:
+        with self.tx() as db:
+            cur = db.execute("INSERT INTO rounds(started_at, finished_at, policy, status, "
+                             "reason, plan) VALUES (?,?,?,?,?,?)",
+                             (time.time(), time.time(), policy, "skipped", reason, "{}"))
+            return int(cur.lastrowid or 0)
+
+    def unfinished_rounds(self) -> list[int]:
+        rows = self.db.execute("SELECT id FROM rounds WHERE status='applying' ORDER BY id")
+        return [int(r[0]) for r in rows]
+
+    def journal(self, round_id: int | None = None) -> list[JournalEntry]:
+        sql = "SELECT round_id, seq, payload, status, detail FROM actions"
+        args: tuple[Any, ...] = ()
+        if round_id is not None:
+            sql += " WHERE round_id=?"
+            args = (round_id,)
+        rows = self.db.execute(sql + " ORDER BY round_id, seq", args)
+        return [JournalEntry(int(r[0]), int(r[1]), action_from_dict(json.loads(r[2])), r[3],
+                             r[4]) for r in rows]
+
+    def rounds(self) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT id, started_at, finished_at, policy, status, reason, "
+                               "latency_s FROM rounds ORDER BY id")
+        keys = ("id", "started_at", "finished_at", "policy", "status", "reason", "latency_s")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    # ---- job history ----------------------------------------------------------------------
+    def job_history(self) -> dict[str, dict[str, Any]]:
+        rows = self.db.execute("SELECT job_id, tenant, first_seen, state, attained_s, "
+                               "waiting_s, restarts, last_seen, finished_at, exit_code FROM jobs")
+        keys = ("job_id", "tenant", "first_seen", "state", "attained_s", "waiting_s",
+                "restarts", "last_seen", "finished_at", "exit_code")
+        return {r[0]: dict(zip(keys, r, strict=True)) for r in rows}
+
+    def save_jobs(self, rows: list[dict[str, Any]]) -> None:
+        with self.tx() as db:
+            db.executemany(
+                "INSERT INTO jobs(job_id, tenant, first_seen, state, attained_s, waiting_s, "
+                "restarts, last_seen, finished_at, exit_code) VALUES (:job_id, :tenant, "
+                ":first_seen, :state, :attained_s, :waiting_s, :restarts, :last_seen, "
+                ":finished_at, :exit_code) ON CONFLICT(job_id) DO UPDATE SET "
+                "state=excluded.state, attained_s=excluded.attained_s, "
+                "waiting_s=excluded.waiting_s, restarts=excluded.restarts, "
+                "last_seen=excluded.last_seen, finished_at=excluded.finished_at, "
+                "exit_code=COALESCE(excluded.exit_code, jobs.exit_code)", rows)
+
+    # ---- hook events and policy state -----------------------------------------------------
+    def add_event(self, event: Mapping[str, Any], source: str) -> bool:
+        """Insert once per spool file (``source`` is unique): re-ingesting is harmless."""
+        with self.tx() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO events(ts, kind, job_id, node, payload, source) "
+                "VALUES (?,?,?,?,?,?)",
+                (float(event.get("ts", time.time())), str(event.get("kind", "?")),
+                 event.get("job_id"), event.get("node"), json.dumps(event, sort_keys=True),
+                 source))
+            if event.get("kind") in ("epilog", "epilog-slurmctld") and event.get("exit_code"):
+                db.execute("UPDATE jobs SET exit_code=? WHERE job_id=?",
+                           (str(event["exit_code"]), event.get("job_id")))
+            return cur.rowcount > 0
+
+    def events(self, job_id: str | None = None) -> list[dict[str, Any]]:
+        sql, args = "SELECT payload FROM events", ()
+        if job_id is not None:
+            sql, args = sql + " WHERE job_id=?", (job_id,)
+        return [json.loads(r[0]) for r in self.db.execute(sql + " ORDER BY ts, id", args)]
+
+    def save_policy_state(self, name: str, data: Mapping[str, Any]) -> None:
+        with self.tx() as db:
+            db.execute("INSERT INTO policy_state(name, data, updated_at) VALUES (?,?,?) "
+                       "ON CONFLICT(name) DO UPDATE SET data=excluded.data, "
+                       "updated_at=excluded.updated_at",
+                       (name, json.dumps(data, sort_keys=True), time.time()))
+
+    def policy_state(self, name: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT data FROM policy_state WHERE name=?", (name,)).fetchone()
+        return None if row is None else json.loads(row[0])

@@ -1,0 +1,117 @@
+#!/bin/bash
+# Bring up a throw-away Slurm 22.05 cluster on 127.0.0.1 for gpufair's tests and demos:
+# one munged (private socket), one slurmctld, one slurmd per emulated node (all NodeAddr
+# 127.0.0.1, one port each), GPUs as typed GRES backed by symlinks to /dev/null, and the
+# gpufair prolog/epilog hooks. Nothing is written outside $SLURM_LO_BASE.
+# Usage:  scripts/slurm/up.sh [--restd] [--hard]
+#   --restd  also start slurmrestd (local auth on $BASE/run/slurmrestd.sock; JWT on TCP)
+#   --hard   install etc/job_submit.lua: jobs of managed partitions arrive held for gpufair
+# Env:    SLURM_LO_BASE=/tmp/gpufair-slurm  SLURM_LO_NODES="name:type:count ..."
+#         SLURM_LO_PORT0=17101 (first slurmd)  SLURM_LO_CTLD_PORT=16917  SLURM_LO_RESTD_PORT=6920
+#         GPUFAIR_PYTHON (interpreter for the hooks; default: python3 on PATH)
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+BASE=${SLURM_LO_BASE:-/tmp/gpufair-slurm}
+NODES=${SLURM_LO_NODES:-"gpu-v100-1:v100:4 gpu-v100-2:v100:4 gpu-k80-1:k80:4 gpu-k80-2:k80:4"}
+PORT0=${SLURM_LO_PORT0:-17101}
+CTLD_PORT=${SLURM_LO_CTLD_PORT:-16917}
+RESTD_PORT=${SLURM_LO_RESTD_PORT:-6920}
+WITH_RESTD=0; HARD=0
+for a in "$@"; do
+  case $a in --restd) WITH_RESTD=1;; --hard) HARD=1;; *) echo "unknown arg $a" >&2; exit 2;; esac
+done
+for b in munged slurmctld slurmd sinfo scontrol; do
+  command -v "$b" >/dev/null || { echo "missing $b: run scripts/slurm/install.sh" >&2; exit 1; }
+done
+[[ $BASE == /?* && $BASE != */ ]] || { echo "SLURM_LO_BASE must be an absolute path" >&2; exit 2; }
+if [[ -e $BASE/run/slurmctld.pid ]] && kill -0 "$(cat "$BASE/run/slurmctld.pid")" 2>/dev/null; then
+  echo "a cluster is already running in $BASE (run down.sh first)" >&2; exit 1
+fi
+rm -rf "$BASE"
+mkdir -p "$BASE"/{etc,munge,state,spool,log,run,scripts,dev,work,gpufair}
+chmod 755 "$BASE" "$BASE/munge"
+dd if=/dev/urandom of="$BASE/etc/munge.key" bs=1024 count=1 status=none
+chmod 400 "$BASE/etc/munge.key"
+dd if=/dev/urandom of="$BASE/etc/jwt_hs256.key" bs=32 count=1 status=none
+chmod 600 "$BASE/etc/jwt_hs256.key"
+
+# --- hooks: the project's wrapper under the four names slurm.conf uses ---------------
+for k in prolog epilog prolog-slurmctld epilog-slurmctld; do
+  install -m 755 "$HERE/gpufair-hook" "$BASE/scripts/$k"
+done
+cat > "$BASE/scripts/gpufair-hook.env" <<ENV
+GPUFAIR_PYTHON=${GPUFAIR_PYTHON:-$(command -v python3)}
+GPUFAIR_HOOK_PY=$REPO/gpufair/plugin/hooks.py
+GPUFAIR_HOOK_DIR=$BASE/gpufair
+ENV
+
+# --- config ----------------------------------------------------------------------------
+sed -e "s#@BASE@#$BASE#g" -e "s#@CTLD_PORT@#$CTLD_PORT#g" "$HERE/slurm.conf.in" \
+  > "$BASE/etc/slurm.conf"
+if [[ $HARD == 1 ]]; then
+  install -m 644 "$REPO/etc/job_submit.lua" "$BASE/etc/job_submit.lua"
+  echo "JobSubmitPlugins=lua" >> "$BASE/etc/slurm.conf"
+fi
+echo "AutoDetect=off" > "$BASE/etc/gres.conf"
+port=$PORT0; names=()
+for spec in $NODES; do
+  IFS=: read -r name type count <<<"$spec"
+  names+=("$name")
+  mkdir -p "$BASE/dev/$name" "$BASE/spool/$name"
+  # fake GPUs must be char devices (gotcha 3): symlinks to /dev/null
+  for ((i=0; i<count; i++)); do ln -s /dev/null "$BASE/dev/$name/nvidia$i"; done
+  echo "NodeName=$name NodeAddr=127.0.0.1 NodeHostname=localhost Port=$port CPUs=32" \
+       "RealMemory=128000 Gres=gpu:$type:$count Feature=$type State=UNKNOWN" >> "$BASE/etc/slurm.conf"
+  echo "NodeName=$name Name=gpu Type=$type File=$BASE/dev/$name/nvidia[0-$((count-1))]" \
+       >> "$BASE/etc/gres.conf"
+  port=$((port+1))
+done
+cat >> "$BASE/etc/slurm.conf" <<CONF
+PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=10
+CONF
+export SLURM_CONF=$BASE/etc/slurm.conf
+
+# --- daemons (pid files under $BASE/run: down.sh stops exactly these) -----------------
+munged -f --key-file="$BASE/etc/munge.key" --socket="$BASE/munge/munge.socket" \
+  --pid-file="$BASE/run/munged.pid" --log-file="$BASE/log/munged.log" \
+  --seed-file="$BASE/munge/munged.seed"
+slurmctld -c -f "$SLURM_CONF"
+for n in "${names[@]}"; do slurmd -f "$SLURM_CONF" -N "$n"; done
+
+# --- readiness: the controller answers and every node is idle --------------------------
+want=${#names[@]}; idle=0
+for i in $(seq 1 120); do
+  if scontrol ping >/dev/null 2>&1; then
+    idle=$(sinfo -h -N -p gpu -t idle -o '%N' 2>/dev/null | wc -l)
+    [[ $idle -eq $want ]] && break
+  fi
+  if (( i > 4 )); then
+    p=$(cat "$BASE/run/slurmctld.pid" 2>/dev/null || true)
+    [[ -n $p ]] && kill -0 "$p" 2>/dev/null || break
+  fi
+  sleep 0.5
+done
+if [[ $idle -ne $want ]]; then
+  echo "cluster not ready: $idle/$want nodes idle" >&2; sinfo -N -l >&2 || true
+  tail -20 "$BASE/log/slurmctld.log" >&2 || true; exit 1
+fi
+
+if [[ $WITH_RESTD == 1 ]]; then
+  command -v slurmrestd >/dev/null || { echo "missing slurmrestd: run install.sh" >&2; exit 1; }
+  plugins=openapi/v0.0.36,openapi/v0.0.37,openapi/v0.0.38   # dbv* are fatal without slurmdbd
+  SLURMRESTD_SECURITY=disable_user_check setsid slurmrestd -s "$plugins" -a rest_auth/local \
+    "unix:$BASE/run/slurmrestd.sock" >"$BASE/log/slurmrestd-local.log" 2>&1 </dev/null &
+  echo $! > "$BASE/run/slurmrestd-local.pid"
+  SLURM_JWT=daemon setsid slurmrestd -u nobody -s "$plugins" -a rest_auth/jwt \
+    "127.0.0.1:$RESTD_PORT" >"$BASE/log/slurmrestd-jwt.log" 2>&1 </dev/null &
+  echo $! > "$BASE/run/slurmrestd-jwt.pid"
+  for i in $(seq 1 40); do
+    [[ -S $BASE/run/slurmrestd.sock ]] && (exec 3<>"/dev/tcp/127.0.0.1/$RESTD_PORT") 2>/dev/null \
+      && break
+    sleep 0.25
+  done
+  [[ -S $BASE/run/slurmrestd.sock ]] || { echo "slurmrestd not ready" >&2; exit 1; }
+fi
+echo "ready: $want nodes; export SLURM_CONF=$SLURM_CONF"
