@@ -1,0 +1,248 @@
+"""THEMIS's partial-allocation (PA) auction (Cole, Gkatzelis, Goel 2013; spec themis.md §3).
+
+One round, for the participating apps P and the offered GPUs:
+
+1. the proportional-fair (PF) allocation maximises Σ_i ln(1/ρ_i(G_i)) over one XOR bid row per
+   app, each GPU to at most one app — a 0-1 winner-determination MILP on the solver layer;
+2. each winner i keeps a fraction c_i = Π_{j≠i} V_j(PF) / Π_{j≠i} V_j(PF without i) ≤ 1 of
+   its bundle (the paper prints this ratio upside down, spec §3.2): one warm-started re-solve
+   without i per winner;
+3. c_i · |G_i| becomes whole GPUs by a seeded rounding rule (the paper leaves integrality
+   open; spec §3.4), and what is not kept is leftover for the caller to hand out.
+
+Resources are abstract *constraint keys* with capacities: a bid row says how many units of
+each key it uses. The policy uses a laminar machine ⊂ rack ⊂ type pool tree (the compact form
+of spec §3.3); tests use one key per GPU (the explicit-subset form). The MILP does not care.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpufair.policy.solver import LinearProgram, SolveOptions, solve
+
+ROUNDING_MODES = ("stochastic", "floor", "nearest")
+_C_SNAP = 1e-9
+
+
+@dataclass(frozen=True)
+class BidRow:
+    """One row of a valuation table: a bundle (its resource use) and ρ with it."""
+
+    uses: Mapping[Hashable, int]
+    gpus: int
+    rho: float
+    tag: Any = None  # what the agent needs to realise the row as GPU ids
+
+
+@dataclass(frozen=True)
+class Bid:
+    """An app's XOR bid: ``rho_old`` is the empty row (ρ with what it holds now)."""
+
+    app: str
+    rho_old: float
+    rows: tuple[BidRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class AuctionOptions:
+    backend: str = "auto"
+    time_limit_s: float | None = 5.0
+    threads: int | None = None
+    seed: int = 0
+    rho_cap_abs: float = 1e3
+    rho_cap_factor: float = 10.0
+
+
+@dataclass
+class AuctionResult:
+    """PF rows (``None`` = empty bundle), hidden-payment fractions and solver accounting."""
+
+    chosen: dict[str, BidRow | None]
+    c: dict[str, float]
+    objective: float  # Σ ln V over P in the PF allocation (capped ρ)
+    solves: int = 0
+    solve_s: float = 0.0
+    backends: set[str] = field(default_factory=set)
+
+    def expected_gpus(self) -> dict[str, float]:
+        return {a: (r.gpus * self.c[a] if r else 0.0) for a, r in self.chosen.items()}
+
+
+def rho_cap(bids: Sequence[Bid], options: AuctionOptions) -> float:
+    """Spec U3: a finite stand-in for ρ = ∞ (an app holding nothing gets nothing)."""
+    finite = [r.rho for b in bids for r in b.rows if math.isfinite(r.rho)]
+    finite += [b.rho_old for b in bids if math.isfinite(b.rho_old)]
+    return max(options.rho_cap_abs, options.rho_cap_factor * max(finite, default=1.0))
+
+
+def _weight(rho: float, cap: float) -> float:
+    return -math.log(min(max(rho, 1e-300), cap))
+
+
+# An optimiser: given the apps that take part, (objective incl. empty rows, chosen rows).
+Optimizer = Callable[[Sequence[int]], tuple[float, dict[int, int | None]]]
+
+
+def _run_pa(bids: Sequence[Bid], weights: list[list[float]], base: list[float],
+            optimise: Optimizer) -> tuple[dict[int, int | None], dict[int, float], float]:
+    """PF, then one re-solve without each winner; shared by the MILP and the brute force."""
+    everyone = list(range(len(bids)))
+    opt, chosen = optimise(everyone)
+    c: dict[int, float] = {}
+    for i in everyone:
+        b = chosen.get(i)
+        if b is None or len(bids) == 1:
+            c[i] = 1.0  # nothing to scale; a lone bidder pays nothing (empty product)
+            continue
+        without, _ = optimise([j for j in everyone if j != i])
+        ln_c = (opt - weights[i][b]) - without
+        value = math.exp(min(0.0, ln_c))
+        c[i] = 1.0 if value >= 1.0 - _C_SNAP else value
+    return chosen, c, opt
+
+
+def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[float],
+                    capacity: Mapping[Hashable, int], options: AuctionOptions,
+                    stats: AuctionResult) -> Optimizer:
+    """PF as a 0-1 MILP over (app, row) variables; re-solves only change bounds."""
+    owner, row_of, cols = [], [], []
+    for i, bid in enumerate(bids):
+        for b in range(len(bid.rows)):
+            owner.append(i)
+            row_of.append(b)
+    n = len(owner)
+    keys = {k: r for r, k in enumerate(capacity)}
+    gain = np.array([weights[i][b] - base[i] for i, b in zip(owner, row_of, strict=True)])
+    data, rows_idx = [], []
+    for col, (i, b) in enumerate(zip(owner, row_of, strict=True)):
+        for key, units in bids[i].rows[b].uses.items():
+            if key not in keys:
+                raise ValueError(f"bid row of {bids[i].app!r} uses unknown resource {key!r}")
+            data.append(float(units))
+            rows_idx.append(len(bids) + keys[key])
+            cols.append(col)
+        data.append(1.0)
+        rows_idx.append(i)
+        cols.append(col)
+    a_ub = sp.csr_array((data, (rows_idx, cols)), shape=(len(bids) + len(keys), n))
+    b_ub = np.concatenate([np.ones(len(bids)), np.array([float(capacity[k]) for k in keys])])
+    owner_arr = np.array(owner, dtype=int)
+    incumbent: dict[str, np.ndarray] = {}
+
+    def optimise(apps: Sequence[int]) -> tuple[float, dict[int, int | None]]:
+        constant = sum(base[i] for i in apps)
+        if n == 0:
+            return constant, {}
+        ub = np.isin(owner_arr, apps).astype(float)
+        warm = None
+        if "x" in incumbent:
+            warm = incumbent["x"] * ub  # the PF point without the removed app is feasible
+        problem = LinearProgram(c=gain, A_ub=a_ub, b_ub=b_ub, lb=0.0, ub=ub,
+                                integrality=np.ones(n, dtype=bool), maximize=True,
+                                constant=constant, name="themis_pf")
+        sol = solve(problem, SolveOptions(backend=options.backend, mip_gap=0.0,
+                                          time_limit_s=options.time_limit_s,
+                                          threads=options.threads, seed=options.seed,
+                                          warm_start=warm))
+        stats.solves += 1
+        stats.solve_s += sol.solve_time_s
+        stats.backends.add(sol.backend)
+        if not sol.ok:  # never fail a round: the empty allocation is always feasible
+            return constant, {}
+        x = np.round(sol.x)
+        if "x" not in incumbent:
+            incumbent["x"] = x
+        chosen = {int(owner[k]): int(row_of[k]) for k in np.flatnonzero(x > 0.5)}
+        return float(constant + gain @ x), chosen
+
+    return optimise
+
+
+def _brute_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[float],
+                     capacity: Mapping[Hashable, int]) -> Optimizer:
+    """Exhaustive PF for tiny instances: the reference the MILP is tested against, and fast
+    enough (one vectorised pass over all row combinations) to brute-force misreports."""
+    keys = {k: r for r, k in enumerate(capacity)}
+    combos = np.array(list(itertools.product(*[range(len(b.rows) + 1) for b in bids])),
+                      dtype=int).reshape(-1, len(bids))
+    used = np.zeros((len(combos), len(keys)))
+    values = []
+    for i, bid in enumerate(bids):
+        table = np.zeros((len(bid.rows) + 1, len(keys)))
+        for b, row in enumerate(bid.rows, start=1):
+            for key, units in row.uses.items():
+                table[b, keys[key]] += units
+        used += table[combos[:, i]]
+        values.append(np.array([base[i], *weights[i]])[combos[:, i]])
+    cap = np.array([float(capacity[k]) for k in keys])
+    feasible = np.all(used <= cap + 1e-9, axis=1)
+
+    def optimise(apps: Sequence[int]) -> tuple[float, dict[int, int | None]]:
+        out = [i for i in range(len(bids)) if i not in apps]
+        mask = feasible & np.all(combos[:, out] == 0, axis=1) if out else feasible
+        total = np.sum([values[i] for i in apps], axis=0) if apps else np.zeros(len(combos))
+        total = np.where(mask, total, -np.inf)
+        best = int(np.argmax(total))  # ties: the first combination in product order
+        return float(total[best]), {i: int(combos[best, i]) - 1 for i in apps
+                                    if combos[best, i] > 0}
+
+    return optimise
+
+
+def partial_allocation(bids: Sequence[Bid], capacity: Mapping[Hashable, int],
+                       options: AuctionOptions | None = None, *, brute_force: bool = False
+                       ) -> AuctionResult:
+    """PF allocation and hidden-payment fractions c_i for one round (Pseudocode 1, l. 6–8)."""
+    options = options or AuctionOptions()
+    cap = rho_cap(bids, options)
+    base = [_weight(b.rho_old, cap) for b in bids]
+    weights = [[_weight(r.rho, cap) for r in b.rows] for b in bids]
+    result = AuctionResult({}, {}, 0.0)
+    started = time.perf_counter()
+    if brute_force:
+        optimise = _brute_optimizer(bids, weights, base, capacity)
+    else:
+        optimise = _milp_optimizer(bids, weights, base, capacity, options, result)
+    chosen, c, opt = _run_pa(bids, weights, base, optimise)
+    result.chosen = {b.app: (b.rows[chosen[i]] if chosen.get(i) is not None else None)
+                     for i, b in enumerate(bids)}
+    result.c = {b.app: c[i] for i, b in enumerate(bids)}
+    result.objective = opt
+    if brute_force:
+        result.solve_s = time.perf_counter() - started
+    return result
+
+
+def round_share(c: float, n: int, legal: Sequence[int], mode: str, rng: random.Random) -> int:
+    """Whole GPUs for c·n (spec §3.4/U23): a legal size between the two nearest to c·n.
+
+    ``stochastic`` keeps E[size] = c·n (PA's guarantee in expectation); ``floor`` is the
+    conservative deterministic rule; ``nearest`` rounds half up. ``legal`` holds the sizes the
+    app can use (its gang sizes, bundles of whole jobs); 0 and n are always legal.
+    """
+    if mode not in ROUNDING_MODES:
+        raise ValueError(f"rounding must be one of {ROUNDING_MODES}, got {mode!r}")
+    if c >= 1.0 - _C_SNAP:
+        return n
+    target = c * n
+    sizes = sorted({0, n, *(s for s in legal if 0 < s <= n)})
+    lo = max(s for s in sizes if s <= target + 1e-12)
+    hi = min(s for s in sizes if s >= target - 1e-12)
+    if lo == hi:
+        return lo
+    frac = (target - lo) / (hi - lo)
+    if mode == "floor":
+        return lo
+    if mode == "nearest":
+        return hi if frac >= 0.5 else lo
+    return hi if rng.random() < frac else lo  # stochastic

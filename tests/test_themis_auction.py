@@ -1,0 +1,167 @@
+"""The partial-allocation auction: spec §3.6 vectors and §9 properties on both MILP backends."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from gpufair.policy.solver import available_backends
+from gpufair.policy.themis_auction import (
+    AuctionOptions,
+    Bid,
+    BidRow,
+    partial_allocation,
+    rho_cap,
+    round_share,
+)
+from gpufair.policy.themis_incentives import CAPACITY, make_bid, random_app
+
+BACKENDS = ["highs"] + (["gurobi"] if "gurobi" in available_backends() else [])
+MODES = [("brute", None)] + [("milp", b) for b in BACKENDS]
+
+
+def _solve(bids, capacity, mode):
+    kind, backend = mode
+    if kind == "brute":
+        return partial_allocation(bids, capacity, brute_force=True)
+    result = partial_allocation(bids, capacity, AuctionOptions(backend=backend))
+    assert result.backends == {backend}  # small models: no silent fallback
+    return result
+
+
+def _subset_rows(gpus, value):
+    """Explicit-subset bids (one resource key per GPU), as the paper's Table 2 rows."""
+    rows = []
+    for k in range(1, len(gpus) + 1):
+        for subset in itertools.combinations(gpus, k):
+            v = value(subset)
+            if v is not None:
+                rows.append(BidRow({g: 1 for g in subset}, k, v, subset))
+    return tuple(rows)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m[1] or m[0])
+def test_t1_two_apps_two_gpus(mode) -> None:
+    bids = [Bid("A1", 4.0, _subset_rows(("g1", "g2"), lambda s: {1: 2.0, 2: 1.0}[len(s)])),
+            Bid("A2", 2.0, _subset_rows(("g1", "g2"), lambda s: {1: 1.5, 2: 1.2}[len(s)]))]
+    result = _solve(bids, {"g1": 1, "g2": 1}, mode)
+    assert result.chosen["A1"].tag == ("g1", "g2") and result.chosen["A2"] is None
+    assert result.c == pytest.approx({"A1": 0.6, "A2": 1.0})
+    assert result.objective == pytest.approx(math.log(1.0 / 1.0) + math.log(1 / 2.0))
+    assert sum(result.expected_gpus().values()) == pytest.approx(1.2)  # 0.8 GPU leftover
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m[1] or m[0])
+def test_t2_three_apps_two_machines(mode) -> None:
+    machine = {1: "m0", 2: "m0", 3: "m1", 4: "m1"}
+
+    def table(one, local, cross):
+        def value(s):
+            if len(s) == 1:
+                return one
+            if len(s) == 2:
+                return local if machine[s[0]] == machine[s[1]] else cross
+            return None
+        return _subset_rows((1, 2, 3, 4), value)
+
+    bids = [Bid("A", 3.0, table(1.5, 0.75, 0.97)), Bid("B", 2.0, table(1.2, 0.6, 0.62)),
+            Bid("C", 1.5, table(1.0, 0.8, 0.8))]
+    result = _solve(bids, {g: 1 for g in machine}, mode)
+    bundles = {a: r.tag for a, r in result.chosen.items() if r}
+    assert set(bundles) == {"A", "B"} and result.chosen["C"] is None
+    assert {frozenset(b) for b in bundles.values()} == {frozenset({1, 2}), frozenset({3, 4})}
+    assert result.c == pytest.approx({"A": 0.5333333, "B": 0.5333333, "C": 1.0})
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m[1] or m[0])
+def test_t3_drf_counterexamples_keep_locality(mode) -> None:
+    # Instance 1: two 4-GPU machines, two VGG16-like apps of 4 tasks: one machine each.
+    def vgg(rho_local, rho_cross):
+        return (BidRow({"m0": 4, "all": 4}, 4, rho_local, "m0"),
+                BidRow({"m1": 4, "all": 4}, 4, rho_local, "m1"),
+                BidRow({"all": 4}, 4, rho_cross, "spread"))
+    capacity = {"m0": 4, "m1": 4, "all": 8}
+    result = _solve([Bid("V1", 5.0, vgg(1.0, 1.29)), Bid("V2", 5.0, vgg(1.0, 1.29))],
+                    capacity, mode)
+    assert sorted(r.tag for r in result.chosen.values()) == ["m0", "m1"]
+    # Instance 2: one 4-GPU and two 2-GPU machines; the sensitive app gets the 4-GPU machine.
+    capacity = {"big": 4, "s0": 2, "s1": 2, "all": 8}
+    inception = (BidRow({"big": 4, "all": 4}, 4, 1.0, "big"),
+                 BidRow({"s0": 2, "s1": 2, "all": 4}, 4, 1.0, "smalls"))
+    vgg16 = (BidRow({"big": 4, "all": 4}, 4, 1.0, "big"),
+             BidRow({"s0": 2, "s1": 2, "all": 4}, 4, 1.29, "smalls"))
+    result = _solve([Bid("I", 4.0, inception), Bid("V", 4.0, vgg16)], capacity, mode)
+    assert result.chosen["V"].tag == "big" and result.chosen["I"].tag == "smalls"
+
+
+def _random_bids(rng: random.Random, n: int) -> list[Bid]:
+    return [make_bid(f"a{i}", random_app(rng)) for i in range(n)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_milp_matches_brute_force_and_properties(backend) -> None:
+    """§9.2–9.3: PF optimum equals brute force (hence Pareto-efficient among bid rows),
+    c_i ∈ (0, 1], c = 1 for empty bundles and lone bidders, capacities respected."""
+    rng = random.Random(7)
+    for trial in range(25):
+        bids = _random_bids(rng, 1 + trial % 4)
+        exact = partial_allocation(bids, CAPACITY, brute_force=True)
+        milp = partial_allocation(bids, CAPACITY, AuctionOptions(backend=backend))
+        assert milp.objective == pytest.approx(exact.objective, abs=1e-7)
+        for app, c in milp.c.items():
+            assert exact.c[app] == pytest.approx(c, abs=1e-6) or \
+                milp.chosen[app] != exact.chosen[app]  # a tie picked another optimum
+            assert 0 < c <= 1
+            if milp.chosen[app] is None or len(bids) == 1:
+                assert c == 1.0
+        used: dict = {}
+        for row in milp.chosen.values():
+            for key, units in (row.uses if row else {}).items():
+                used[key] = used.get(key, 0) + units
+        assert all(used[k] <= CAPACITY[k] for k in used)
+        # Pareto efficiency: no feasible profile of rows is at least as good for everybody
+        # and strictly better for somebody (checked against every feasible combination).
+        values = {b.app: (1 / milp.chosen[b.app].rho if milp.chosen[b.app] else 1 / b.rho_old)
+                  for b in bids}
+        for combo in itertools.product(*[[None, *b.rows] for b in bids]):
+            use: dict = {}
+            for row in combo:
+                for key, units in (row.uses if row else {}).items():
+                    use[key] = use.get(key, 0) + units
+            if any(use[k] > CAPACITY[k] for k in use):
+                continue
+            other = {b.app: 1 / (r.rho if r else b.rho_old) for b, r in zip(bids, combo,
+                                                                             strict=True)}
+            better = [other[a] > values[a] * (1 + 1e-9) for a in values]
+            worse = [other[a] < values[a] * (1 - 1e-9) for a in values]
+            assert not (any(better) and not any(worse))
+
+
+def test_rho_cap_makes_starving_apps_finite() -> None:
+    bids = [Bid("s", math.inf, (BidRow({"g": 1}, 1, 2.0),)), Bid("t", 3.0, ())]
+    assert rho_cap(bids, AuctionOptions()) == 1e3
+    assert rho_cap(bids, AuctionOptions(rho_cap_abs=1.0)) == 30.0
+    result = partial_allocation(bids, {"g": 1}, brute_force=True)
+    assert result.chosen["s"] is not None and result.c["s"] == 1.0
+
+
+def test_lone_bidder_pays_nothing() -> None:
+    bid = Bid("a", 4.0, (BidRow({"g": 2}, 2, 1.0),))
+    assert partial_allocation([bid], {"g": 2}, brute_force=True).c == {"a": 1.0}
+
+
+def test_rounding_rules() -> None:
+    rng = random.Random(0)
+    draws = [round_share(0.6, 2, [1, 2], "stochastic", rng) for _ in range(20_000)]
+    assert sum(draws) / len(draws) == pytest.approx(1.2, abs=0.02)  # E = c·n
+    rigid = [round_share(0.3, 4, [4], "stochastic", rng) for _ in range(20_000)]
+    assert set(rigid) == {0, 4} and sum(rigid) / len(rigid) == pytest.approx(1.2, abs=0.05)
+    assert round_share(0.6, 2, [1, 2], "floor", rng) == 1
+    assert round_share(0.3, 4, [4], "floor", rng) == 0
+    assert round_share(0.75, 2, [1, 2], "nearest", rng) == 2
+    assert round_share(1 - 1e-12, 3, [3], "floor", rng) == 3
+    with pytest.raises(ValueError):
+        round_share(0.5, 2, [1, 2], "bogus", rng)
