@@ -13,6 +13,7 @@ from gpufair.errors import InputError
 from gpufair.plugin import cli_slurm
 from gpufair.plugin.simulate import SimulationReport, SimulationSpec, simulate
 from gpufair.policy.registry import available_policies
+from gpufair.profiler import cli as profile_cli
 
 EXIT_INPUT = 2
 
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check a snapshot file")
     val.add_argument("snapshot", nargs="+")
     sub.add_parser("policies", help="list the installed policies")
+    profile_cli.add_parser(sub)
     cli_slurm.add_parsers(sub)
     return parser
 
@@ -64,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_policies(args, names)
         if args.command == "validate":
             return _validate(args.snapshot)
+        if args.command == "profile":
+            return profile_cli.run(args)
         if args.command in cli_slurm.COMMANDS:
             return cli_slurm.run(args)
         print("\n".join(available_policies()))

@@ -1,0 +1,45 @@
+"""Keras progress bars (Keras 3 and the tf.keras 2 style) and ``Epoch 3/10`` headers.
+
+- Keras 3: `` 5/20 ━━━━━━━━━━━━━━━━━━━━ 1s 116ms/step - loss: 2.4176``;
+- tf.keras 2: ``123/500 [===>..........] - ETA: 1s - loss: 0.3`` and, at the end of the
+  epoch, ``500/500 [==============================] - 3s 6ms/step - loss: 0.2``.
+The ``ms/step`` figure is Keras' average since the start of the epoch, so these samples are
+cumulative: over steps 2..i in Keras 3 (its Progbar leaves the first step out), over 1..i
+in tf.keras 2. The ANSI colours and backspaces Keras writes are removed by the reader.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpufair.profiler.events import Sample
+from gpufair.profiler.parsers.base import Parser
+
+_EPOCH = r"Epoch (?P<ep>\d+)/(?P<eps>\d+)[^\S\n\r]*$"
+_BAR = (r"(?P<i>\d+)/(?P<n>\d+) (?:(?P<k3>\S*━\S*)|\[[=>.]*\])(?: - ETA: [^-\n\r]*)?"
+        r"(?: -)? (?:\d+\w* )?(?:(?P<t>[\d.]+)(?P<unit>s|ms|us)/step)?"
+        r"(?:.*?loss: (?P<loss>[-+\d.eE]+|nan|inf))?")
+_SCALE = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+
+class KerasParser(Parser):
+    family = "keras"
+    signature = re.compile(r"^\s*\d+/\d+ (?:━|\[[=>.]+\] - )|^Epoch \d+/\d+\s*$")
+    pattern = re.compile(rf"^[^\S\n\r]*(?:{_EPOCH}|{_BAR})", re.M)
+    keywords = ("/step",)
+
+    def convert(self, m: re.Match[str]) -> Sample | None:
+        if m.group("ep") is not None:
+            self.context["epoch"] = int(m.group("ep")) - 1
+            self.context["epochs"] = int(m.group("eps"))
+            return None
+        i, n = int(m.group("i")), int(m.group("n"))
+        epoch = int(self.context.get("epoch", 0))
+        t = m.group("t")
+        loss = m.group("loss")
+        return Sample(step=epoch * n + i, epoch=epoch + i / n,
+                      total_epochs=self.context.get("epochs"),
+                      total_steps=n * self.context["epochs"] if "epochs" in self.context else None,
+                      iter_time_s=None if t is None else float(t) * _SCALE[m.group("unit")],
+                      loss=None if loss is None else float(loss), cumulative=True,
+                      period_n=i - 1 if m.group("k3") is not None else i)

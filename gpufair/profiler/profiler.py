@@ -1,0 +1,177 @@
+"""One profiling round over many job logs: tail, parse, summarise, feed the throughput model.
+
+The arbiter calls :meth:`Profiler.round` once per scheduling round with the logs of the
+running jobs (and the GPU type and count each ran on since the last round); it reads only
+the new bytes of each, so a round over thousands of logs costs little. :meth:`apply` then
+writes what was measured into the job record the policies see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gpufair.model import Job, Progress
+from gpufair.profiler import tensorboard_events
+from gpufair.profiler.events import LineStats
+from gpufair.profiler.store import MemoryOffsetStore, OffsetStore
+from gpufair.profiler.stream import LogStream
+from gpufair.profiler.summary import Accumulator, JobReport
+from gpufair.profiler.tail import MAX_BYTES, Position, read_new
+from gpufair.profiler.throughput import PACKED, ThroughputModel
+
+
+@dataclass(frozen=True, slots=True)
+class JobLog:
+    """A job's log and where the job ran since the last round (None: not known/not running)."""
+
+    job_id: str
+    path: str
+    gpu_type: str | None = None
+    gpus: int | None = None
+    placement: str = PACKED
+    model: str | None = None
+    family: str | None = None
+
+
+@dataclass(slots=True)
+class _Tracked:
+    position: Position | None
+    stream: LogStream | tensorboard_events.EventFileSource | None
+    accumulator: Accumulator
+    events: dict[str, int]
+
+
+class Profiler:
+    def __init__(self, store: OffsetStore | None = None, model: ThroughputModel | None = None,
+                 max_bytes: int = MAX_BYTES) -> None:
+        self.store = store if store is not None else MemoryOffsetStore()
+        self.model = model if model is not None else ThroughputModel()
+        self.max_bytes = max_bytes
+        self._saved = self.store.load()
+        self._jobs: dict[str, _Tracked] = {}
+        self.reports: dict[str, JobReport] = {}
+
+    def round(self, logs: Iterable[JobLog]) -> dict[str, JobReport]:
+        """Read what each log gained; return the reports of the jobs whose logs changed."""
+        changed: dict[str, JobReport] = {}
+        dirty: dict[str, dict[str, Any]] = {}
+        for log in logs:
+            tracked = self._tracked(log)
+            samples, grew = self._read(log, tracked)
+            if not grew:
+                continue
+            tracked.accumulator.add(samples)
+            stream = tracked.stream
+            report = tracked.accumulator.report(
+                None if stream is None else stream.family,
+                None if stream is None else stream.stats)
+            fresh = tracked.accumulator.take_fresh()
+            if fresh is not None and log.gpu_type and log.gpus:
+                self.model.observe(log.job_id, log.gpu_type, log.gpus, fresh.value,
+                                   placement=log.placement, model=log.model)
+            self.reports[log.job_id] = changed[log.job_id] = report
+            dirty[log.job_id] = self._entry(tracked, report)
+        if dirty:
+            self.store.save(dirty)
+        return changed
+
+    def _tracked(self, log: JobLog) -> _Tracked:
+        tracked = self._jobs.get(log.job_id)
+        if tracked is None:
+            saved = self._saved.get(log.job_id, {})
+            pos = Position.from_dict(saved["position"]) if "position" in saved else None
+            acc = Accumulator()
+            if saved.get("last_step") is not None:
+                acc.seed(int(saved["last_step"]))
+            tracked = _Tracked(pos, None, acc, {})
+            if saved.get("family") or log.family:
+                tracked.stream = self._stream(log, saved.get("family") or log.family,
+                                              saved.get("context"))
+            self._jobs[log.job_id] = tracked
+        return tracked
+
+    def _stream(self, log: JobLog, family: str | None, context: dict | None
+                ) -> LogStream | tensorboard_events.EventFileSource | None:
+        if family == "tensorboard" or tensorboard_events.is_event_file(log.path):
+            if not tensorboard_events.available():
+                return None
+            return tensorboard_events.EventFileSource(log.path, context)
+        return LogStream(family, context)
+
+    def _read(self, log: JobLog, tracked: _Tracked) -> tuple[list, bool]:
+        if tracked.stream is None:
+            tracked.stream = self._stream(log, log.family, None)
+            if tracked.stream is None:
+                return [], False
+        stream = tracked.stream
+        if isinstance(stream, tensorboard_events.EventFileSource):
+            samples = stream.read()
+            return samples, bool(samples)
+        read = read_new(log.path, tracked.position, self.max_bytes)
+        if read.event:
+            tracked.events[read.event] = tracked.events.get(read.event, 0) + 1
+        if read.skipped_bytes:
+            stream.stats.malformed += 1
+        tracked.position = read.position
+        if not read.data:
+            return [], bool(read.skipped_bytes)
+        return stream.feed(read.data), True
+
+    @staticmethod
+    def _entry(tracked: _Tracked, report: JobReport) -> dict[str, Any]:
+        stream = tracked.stream
+        entry: dict[str, Any] = {} if stream is None else stream.state()
+        if tracked.position is not None:
+            entry["position"] = tracked.position.as_dict()
+        entry["last_step"] = report.iterations_done
+        entry["events"] = dict(tracked.events)
+        return entry
+
+    def stats(self) -> LineStats:
+        total = LineStats()
+        for tracked in self._jobs.values():
+            if tracked.stream is not None:
+                total.add(tracked.stream.stats)
+        return total
+
+    def apply(self, job: Job, gpu_types: Iterable[str] = (), counts: Iterable[int] = ()
+              ) -> Job:
+        """The job record with measured progress, batch size and throughputs filled in."""
+        report = self.reports.get(job.id)
+        if report is None:
+            return job
+        changes: dict[str, Any] = {}
+        if report.iterations_done is not None:
+            changes["progress"] = Progress(
+                iterations_done=float(report.iterations_done),
+                iterations_total=(float(report.iterations_total)
+                                  if report.iterations_total is not None
+                                  else job.progress.iterations_total),
+                epochs_done=int(report.epoch) if report.epoch is not None
+                else job.progress.epochs_done,
+                epochs_total=report.epochs_total or job.progress.epochs_total)
+        if report.batch_size is not None:
+            changes["batch_size"] = report.batch_size
+        types, sizes = tuple(gpu_types), tuple(counts)
+        if types and sizes:
+            profile = self.model.profile(job.id, types, sizes)
+            if profile.rates:
+                changes["throughput"] = profile
+        return dataclasses.replace(job, **changes) if changes else job
+
+
+def profile_file(path: str, family: str | None = None) -> JobReport:
+    """Everything extracted from one log file read whole (what ``gpufair profile`` prints)."""
+    profiler = Profiler(max_bytes=1 << 62)
+    log = JobLog(job_id=path, path=path, family=family)
+    profiler.round([log])
+    report = profiler.reports.get(path)
+    if report is None:
+        tracked = profiler._jobs[path]
+        stream = tracked.stream
+        report = tracked.accumulator.report(None if stream is None else stream.family,
+                                            None if stream is None else stream.stats)
+    return report

@@ -1,0 +1,59 @@
+"""Robust location estimates for noisy iteration times: median/MAD rejection, then a mean.
+
+Iteration times have heavy right tails (checkpoint saves, data-loader stalls, a preempted
+neighbour): a plain mean chases them, a plain median ignores real drift. Rejecting beyond
+3 scaled MADs and averaging what is left keeps both properties.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MAD_SCALE = 1.4826
+REJECT_MADS = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    value: float
+    n: int
+    rejected: int
+    rel_stderr: float
+
+    @property
+    def confidence(self) -> float:
+        """0..1: grows with the number of kept samples, shrinks with their spread."""
+        if self.n == 0:
+            return 0.0
+        return (1.0 - math.exp(-self.n / 5.0)) / (1.0 + 10.0 * self.rel_stderr)
+
+
+def _median(sorted_values: Sequence[float]) -> float:
+    n = len(sorted_values)
+    mid = n // 2
+    return sorted_values[mid] if n % 2 else 0.5 * (sorted_values[mid - 1] + sorted_values[mid])
+
+
+def robust_mean(values: Sequence[float], weights: Sequence[float] | None = None
+                ) -> Estimate | None:
+    """Weighted mean of the values within 3 scaled MADs of the median."""
+    clean = [(v, 1.0 if weights is None else weights[i]) for i, v in enumerate(values)
+             if math.isfinite(v) and v > 0]
+    if not clean:
+        return None
+    ordered = sorted(v for v, _ in clean)
+    med = _median(ordered)
+    mad = _median(sorted(abs(v - med) for v in ordered)) * MAD_SCALE
+    limit = REJECT_MADS * mad if mad > 0 else 0.05 * med
+    kept = [(v, w) for v, w in clean if abs(v - med) <= limit] or [(med, 1.0)]
+    total_w = sum(w for _, w in kept)
+    mean = sum(v * w for v, w in kept) / total_w
+    n = len(kept)
+    if n > 1:
+        var = sum((v - mean) ** 2 for v, _ in kept) / (n - 1)
+        rel = math.sqrt(var / n) / mean
+    else:
+        rel = 1.0
+    return Estimate(mean, n, len(clean) - n, rel)
