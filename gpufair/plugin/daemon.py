@@ -31,6 +31,7 @@ from gpufair.model import (
     Preempt,
     PreemptMode,
     SetPriority,
+    node_of,
 )
 from gpufair.plugin.actions import plan_actions
 from gpufair.plugin.metrics_server import Metrics
@@ -78,13 +79,33 @@ def cap_preemptions(state: ClusterState, actions: Sequence[Action], share: float
     return kept, dropped
 
 
+def leave_alone_on_unusable_nodes(state: ClusterState, actions: Sequence[Action]
+                                  ) -> tuple[list[Action], list[Action]]:
+    """Jobs that hold GPUs on a drained, down or settling node are left as they are this
+    round (the policy only sees usable nodes, so it would "preempt" them for nothing), and so
+    is every start that would need their GPUs. Returns (kept, deferred)."""
+    usable = {n.name for n in state.usable_nodes()}
+    frozen = {j.id: set(j.gpus_held) for j in state.jobs
+              if any(node_of(g) not in usable for g in j.gpus_held)}
+    busy = set().union(*frozen.values()) if frozen else set()
+    kept: list[Action] = []
+    deferred: list[Action] = []
+    for action in actions:
+        if action.job_id in frozen or busy.intersection(getattr(action, "gpu_ids", ())):
+            deferred.append(action)
+        else:
+            kept.append(action)
+    return kept, deferred
+
+
 def merge_history(state: ClusterState, history: dict[str, dict[str, Any]]
                   ) -> tuple[ClusterState, list[dict[str, Any]]]:
-    """Attained service and waiting time that survive requeues and daemon restarts.
+    """Arrival, attained service and waiting time that survive requeues and daemon restarts.
 
-    Slurm restarts a requeued job's clock; the store accumulates the time each job held GPUs
-    (or waited) between the snapshots the daemon saw, so policies such as LAS see the job's
-    whole history.
+    Slurm restarts a requeued job's clock and resets its submit time to the requeue; the
+    store keeps the first submit time and accumulates the time each job held GPUs (or
+    waited) between the snapshots the daemon saw, so that policies see the job's whole
+    history (a preempted job would otherwise lose its place in FIFO/LAS order).
     """
     now = state.time_s
     jobs = []
@@ -99,8 +120,11 @@ def merge_history(state: ClusterState, history: dict[str, dict[str, Any]]
             attained += max(0.0, now - max(since, began)) if old else job.attained_s
         elif job.state is JobState.PENDING:
             waiting += max(0.0, now - since) if old else max(0.0, now - job.arrival_s)
-        jobs.append(replace(job, attained_s=attained))
-        rows.append({"job_id": job.id, "tenant": job.tenant,
+        arrival = job.arrival_s
+        if old and old.get("arrival_s") is not None:
+            arrival = min(arrival, old["arrival_s"])
+        jobs.append(replace(job, attained_s=attained, arrival_s=arrival))
+        rows.append({"job_id": job.id, "tenant": job.tenant, "arrival_s": arrival,
                      "first_seen": old["first_seen"] if old else now,
                      "state": job.state.value, "attained_s": attained, "waiting_s": waiting,
                      "restarts": job.restarts, "last_seen": now,
@@ -150,7 +174,9 @@ class Daemon:
                                           reason=plan.reason, dry_run=self.settings.dry_run)
         fields = {"event": "round", "round": round_id, "preemptive": preemptive,
                   "jobs": len(state.active_jobs()), "actions": len(actions),
-                  "dry_run": self.settings.dry_run}
+                  "dry_run": self.settings.dry_run,
+                  "planned": sorted(a.job_id for a in plan.assignments),
+                  "attained_s": {j.id: round(j.attained_s, 1) for j in state.active_jobs()}}
         for seq, action in enumerate(actions):
             log.info("%s %s", "would" if self.settings.dry_run else "will",
                      _describe(action), extra={"fields": {"event": "action", "round": round_id,
@@ -177,6 +203,11 @@ class Daemon:
         actions = plan_actions(state, plan, preemptive=preemptive,
                                preempt_mode=self.settings.preempt_mode,
                                grace_s=self.settings.grace_s)
+        actions, frozen = leave_alone_on_unusable_nodes(state, actions)
+        if frozen:
+            log.info("%d actions wait for drained or settling nodes", len(frozen),
+                     extra={"fields": {"event": "frozen",
+                                       "deferred": [_describe(a) for a in frozen]}})
         kept, dropped = cap_preemptions(state, actions, self.settings.max_preempt_share)
         if dropped:
             self.metrics.capped_preemptions += sum(isinstance(a, Preempt) for a in dropped)

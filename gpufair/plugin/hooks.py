@@ -113,8 +113,16 @@ def main(argv: list[str] | None = None) -> int:
     return run(args[0] if args else "")
 
 
+def _deadline(seconds: int) -> None:
+    """Never hang a Prolog: after ``seconds`` give up, still exiting 0 (``_signal``: cheap)."""
+    import _signal
+    _signal.signal(_signal.SIGALRM, lambda *_: os._exit(0))
+    _signal.alarm(seconds)
+
+
 if __name__ == "__main__":
     try:
+        _deadline(2)
         main()
     finally:
         os._exit(0)  # skip interpreter teardown: faster, and nothing can make us exit non-zero

@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS actions (
   detail TEXT NOT NULL DEFAULT '', updated_at REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (round_id, seq));
 CREATE TABLE IF NOT EXISTS jobs (
-  job_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, first_seen REAL NOT NULL, state TEXT NOT NULL,
+  job_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, first_seen REAL NOT NULL, arrival_s REAL,
+  state TEXT NOT NULL,
   attained_s REAL NOT NULL DEFAULT 0, waiting_s REAL NOT NULL DEFAULT 0,
   restarts INTEGER NOT NULL DEFAULT 0, last_seen REAL NOT NULL, finished_at REAL,
   exit_code TEXT);
@@ -174,20 +175,22 @@ class Store:
 
     # ---- job history ----------------------------------------------------------------------
     def job_history(self) -> dict[str, dict[str, Any]]:
-        rows = self.db.execute("SELECT job_id, tenant, first_seen, state, attained_s, "
-                               "waiting_s, restarts, last_seen, finished_at, exit_code FROM jobs")
-        keys = ("job_id", "tenant", "first_seen", "state", "attained_s", "waiting_s",
-                "restarts", "last_seen", "finished_at", "exit_code")
+        rows = self.db.execute("SELECT job_id, tenant, first_seen, arrival_s, state, "
+                               "attained_s, waiting_s, restarts, last_seen, finished_at, "
+                               "exit_code FROM jobs")
+        keys = ("job_id", "tenant", "first_seen", "arrival_s", "state", "attained_s",
+                "waiting_s", "restarts", "last_seen", "finished_at", "exit_code")
         return {r[0]: dict(zip(keys, r, strict=True)) for r in rows}
 
     def save_jobs(self, rows: list[dict[str, Any]]) -> None:
         with self.tx() as db:
             db.executemany(
-                "INSERT INTO jobs(job_id, tenant, first_seen, state, attained_s, waiting_s, "
-                "restarts, last_seen, finished_at, exit_code) VALUES (:job_id, :tenant, "
-                ":first_seen, :state, :attained_s, :waiting_s, :restarts, :last_seen, "
-                ":finished_at, :exit_code) ON CONFLICT(job_id) DO UPDATE SET "
-                "state=excluded.state, attained_s=excluded.attained_s, "
+                "INSERT INTO jobs(job_id, tenant, first_seen, arrival_s, state, attained_s, "
+                "waiting_s, restarts, last_seen, finished_at, exit_code) VALUES (:job_id, "
+                ":tenant, :first_seen, :arrival_s, :state, :attained_s, :waiting_s, :restarts, "
+                ":last_seen, :finished_at, :exit_code) ON CONFLICT(job_id) DO UPDATE SET "
+                "arrival_s=excluded.arrival_s, state=excluded.state, "
+                "attained_s=excluded.attained_s, "
                 "waiting_s=excluded.waiting_s, restarts=excluded.restarts, "
                 "last_seen=excluded.last_seen, finished_at=excluded.finished_at, "
                 "exit_code=COALESCE(excluded.exit_code, jobs.exit_code)", rows)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpufair.adapters.slurm.commands import NotExpressible, Step, steps_for
-from gpufair.adapters.slurm.translate import SlurmJobInfo, SlurmView, translate
+from gpufair.adapters.slurm.translate import SlurmJobInfo, SlurmView, block_nodes, translate
 from gpufair.adapters.slurm.transport import CliTransport, Transport, TransportError
 from gpufair.model import (
     Action,
@@ -91,10 +91,22 @@ class SlurmAdapter:
         if not self.hard:
             return view.state
         # hard mode: a pending job is gpufair's to start only if job_submit.lua marked it
-        # (jobs of other partitions, or submitted before the plugin, are Slurm's business)
-        keep = [j for j in view.state.jobs
-                if j.state is not JobState.PENDING or _startable(view.jobs[j.id])]
-        return view.state.with_jobs(keep)
+        # (jobs of other partitions, or submitted before the plugin, are Slurm's business).
+        # A marked job gpufair already released is committed to the nodes it was pinned to:
+        # it leaves the plan, and those nodes are not offered to anybody else this round.
+        keep = []
+        starting: set[str] = set()
+        for job in view.state.jobs:
+            info = view.jobs[job.id]
+            if job.state is JobState.PENDING and (not info.managed or not info.held):
+                if info.managed:
+                    starting.update(info.pinned)
+                continue
+            keep.append(job)
+        state = view.state.with_jobs(keep)
+        if starting:
+            state = replace(state, nodes=tuple(block_nodes(state.nodes, starting)))
+        return state
 
     # ---- write side -----------------------------------------------------------------------
     def warn_preemptions(self, actions: Sequence[Action]) -> float:
@@ -197,6 +209,3 @@ class SlurmAdapter:
         return False
 
 
-def _startable(info: SlurmJobInfo) -> bool:
-    """Held by job_submit.lua for gpufair, or already released by gpufair (about to start)."""
-    return info.managed

@@ -10,7 +10,7 @@ never come from a half-read cluster).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufair.adapters.slurm.gres import parse_gpu_entries
@@ -54,6 +54,7 @@ class SlurmJobInfo:
     gpu_type: str | None       # the type the job asked for, None if untyped
     nodes: tuple[str, ...]
     node_count: int
+    pinned: tuple[str, ...] = ()   # ReqNodeList: where a released hard-mode job will start
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
     infos: dict[str, SlurmJobInfo] = {}
     blocked: set[str] = set()
     settling: list[str] = []
-    for i, raw in enumerate(jobs_doc.get("jobs") or ()):
+    for i, raw in enumerate(sorted(jobs_doc.get("jobs") or (), key=_submission_order)):
         where = f"{source}: job {raw.get('job_id', f'#{i}')}" if isinstance(raw, Mapping) \
             else f"{source}: job #{i}"
         try:
@@ -122,16 +123,25 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
                             f"({', '.join(info.nodes)}); its GPUs there stay blocked")
         jobs.append(job)
         infos[job.id] = info
-    if blocked:
-        nodes = [n if n.name not in blocked or n.state is not NodeState.UP
-                 else Node(n.name, n.gpu_type, n.gpus, n.rack, n.switch, NodeState.DRAIN)
-                 for n in nodes]
+    nodes = block_nodes(nodes, blocked)
     tenants = sorted({j.tenant for j in jobs})
     types = sorted({n.gpu_type for n in nodes})
     state = ClusterState(time_s=now, nodes=tuple(nodes), jobs=tuple(jobs),
                          tenants=tuple(Tenant(t) for t in tenants),
                          gpu_types=tuple(GpuType(t) for t in types))
     return SlurmView(state, infos, tuple(problems), tuple(settling))
+
+
+def block_nodes(nodes: Sequence[Node], blocked: set[str]) -> list[Node]:
+    """Mark nodes whose GPUs are in transition (or unreadable) as drained for one round."""
+    return [replace(n, state=NodeState.DRAIN)
+            if n.name in blocked and n.state is NodeState.UP else n for n in nodes]
+
+
+def _submission_order(raw: Any) -> tuple[int, str]:
+    """squeue lists jobs in no documented order; the model wants submission (job id) order."""
+    job_id = raw.get("job_id") if isinstance(raw, Mapping) else None
+    return (job_id, "") if isinstance(job_id, int) else (1 << 62, str(job_id))
 
 
 def _describe(exc: Exception) -> str:
@@ -234,6 +244,7 @@ def _job(raw: Mapping[str, Any], node_types: Mapping[str, str], now: float, mana
         priority=_number(raw.get("priority")), nice=fix_nice(raw.get("nice")),
         gres_field=request_field, gpu_type=asked_type, nodes=nodes,
         node_count=int(_number(raw.get("node_count")) or max(1, len(nodes))),
+        pinned=tuple(expand_hostlist(str(raw.get("required_nodes") or ""))),
     )
     return job, info
 

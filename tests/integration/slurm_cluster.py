@@ -1,0 +1,89 @@
+"""Helpers for the loopback-Slurm integration tests: the cluster handle, config, daemon."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts" / "slurm"
+TRAIN_JOB = Path(__file__).with_name("train_job.sh")
+
+
+@dataclass
+class Cluster:
+    base: Path
+    env: dict[str, str]
+    restd_port: int
+
+    @property
+    def hook_dir(self) -> Path:
+        return self.base / "gpufair"
+
+    def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(argv), env=self.env, capture_output=True, text=True,
+                              timeout=30, check=check)
+
+    def sbatch(self, name: str, workdir: Path, *, nodes: int = 1, gpus_per_node: int = 4,
+               steps: int = 16, step_s: float = 0.5) -> str:
+        out = self.run("sbatch", "--parsable", "-J", name, "-o", str(workdir / f"{name}.log"),
+                       "--open-mode=append", "-N", str(nodes), f"--gres=gpu:{gpus_per_node}",
+                       str(TRAIN_JOB), str(workdir), str(steps), str(step_s)).stdout
+        return out.strip().split(";")[0]
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        doc = json.loads(self.run("squeue", "--all", "--states=all", "--json").stdout)
+        return {str(j["job_id"]): j for j in doc["jobs"]}
+
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        doc = json.loads(self.run("sinfo", "--json").stdout)
+        return {n["name"]: n for n in doc["nodes"]}
+
+    def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; "
+                             f"jobs: {[(k, v['job_state']) for k, v in self.jobs().items()]}")
+
+    def clear(self) -> None:
+        """Cancel every job and wait until nothing holds resources."""
+        ids = [k for k, j in self.jobs().items()
+               if j["job_state"] in ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")]
+        if ids:
+            self.run("scontrol", "resume", *ids, check=False)
+            self.run("scancel", *ids, check=False)
+        self.wait_for("an empty queue", lambda: not [
+            j for j in self.jobs().values()
+            if j["job_state"] in ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")], 60)
+
+    def drained(self) -> list[str]:
+        return [name for name, n in self.nodes().items()
+                if {"DRAIN", "DRAINED", "DRAINING"} & set(n.get("state_flags") or ())
+                or str(n.get("state")).lower() in ("drain", "drained", "down")]
+
+
+def write_config(path: Path, cluster: Cluster, store: Path, **daemon: Any) -> Path:
+    lines = ["[daemon]"]
+    settings = {"round_s": 2, "max_preempt_share": 1.0, "hook_dir": str(cluster.hook_dir),
+                "metrics_port": 0, **daemon}
+    lines += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+    lines += ["[policies.las]", "queue_thresholds_gpu_s = [40]",
+              "[slurm]", 'managed_partitions = ["gpu"]',
+              "[store]", f"path = {json.dumps(str(store))}"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def start_daemon(cluster: Cluster, config: Path, log: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "gpufair.plugin.cli", "serve", "--config",
+                             str(config), *extra], env=cluster.env,
+                            stdout=subprocess.DEVNULL, stderr=log.open("ab"))

@@ -1,0 +1,136 @@
+"""Actions → Slurm verbs, and the adapter's read retries, against a recording fake transport."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpufair.adapters.slurm import SlurmAdapter, SlurmSettings, SlurmUnavailable
+from gpufair.adapters.slurm.commands import NotExpressible, slurm_priorities, steps_for
+from gpufair.adapters.slurm.translate import SlurmJobInfo
+from gpufair.adapters.slurm.transport import CommandResult, TransportError, scontrol_argv
+from gpufair.model import Migrate, Preempt, PreemptMode, SetPriority, Start
+
+DATA = Path(__file__).parent / "data" / "slurm"
+
+
+def _info(**kw) -> SlurmJobInfo:
+    base = dict(job_id="7", raw_state="PENDING", partition="gpu", reason="JobHeldUser",
+                held=True, managed=True, priority=0.0, nice=0, gres_field="TresPerNode",
+                gpu_type=None, nodes=(), node_count=1)
+    base.update(kw)
+    return SlurmJobInfo(**base)
+
+
+def test_start_pins_nodes_then_releases():
+    steps = steps_for(Start("7", ("a:0", "a:1", "b:0", "b:1")), _info(), hard=True)
+    assert [s.verb for s in steps] == ["update", "release"]
+    assert steps[0].as_fields() == {"NodeList": "a,b", "NumNodes": "2",
+                                    "TresPerNode": "gres:gpu:2", "StartTime": "now"}
+
+
+def test_start_keeps_the_field_and_type_the_job_used():
+    fields = steps_for(Start("7", ("a:0", "a:1", "b:0")), _info(gres_field="TresPerJob",
+                                                               gpu_type="k80"), hard=True)
+    assert fields[0].as_fields()["TresPerJob"] == "gres:gpu:k80:3"
+    with pytest.raises(NotExpressible, match="uneven"):
+        steps_for(Start("7", ("a:0", "a:1", "b:0")), _info(), hard=True)
+
+
+def test_preempt_holds_in_hard_mode_and_suspend_is_suspend():
+    assert [s.verb for s in steps_for(Preempt("7"), _info(), hard=True)] == ["requeuehold"]
+    assert [s.verb for s in steps_for(Preempt("7"), _info(), hard=False)] == ["requeue"]
+    assert [s.verb for s in steps_for(Preempt("7", PreemptMode.SUSPEND), _info(),
+                                      hard=True)] == ["suspend"]
+
+
+def test_migrate_waits_for_the_requeue_to_settle():
+    verbs = [s.verb for s in steps_for(Migrate("7", ("b:0",)), _info(), hard=True)]
+    assert verbs == ["requeuehold", "await-pending", "update", "release"]
+
+
+def test_priorities_by_rank():
+    assert slurm_priorities({"3": -1.0, "10": 0.0, "2": -2.0}) == \
+        {"10": 1_000_000, "3": 999_999, "2": 999_998}
+    assert steps_for(SetPriority("7", 999_999), _info(), hard=False)[0].as_fields() == \
+        {"Priority": "999999"}
+
+
+def test_argv_never_needs_a_shell():
+    assert scontrol_argv("update", "12", {"Priority": "5"}) == \
+        ["scontrol", "update", "JobId=12", "Priority=5"]
+    assert scontrol_argv("signal", "12", {"signal": "USR1"}) == \
+        ["scancel", "--signal=USR1", "--full", "12"]
+    with pytest.raises(ValueError):
+        scontrol_argv("update", "12; rm -rf /", {"Priority": "5"})
+    with pytest.raises(ValueError):
+        scontrol_argv("update", "12", {"Comment": "a b"})
+    with pytest.raises(ValueError):
+        scontrol_argv("reboot", "12")
+
+
+class FakeTransport:
+    name = "fake"
+
+    def __init__(self, fail_reads: int = 0) -> None:
+        self.jobs = json.loads((DATA / "squeue.json").read_text())
+        self.nodes = json.loads((DATA / "sinfo.json").read_text())
+        self.fail_reads = fail_reads
+        self.calls: list[tuple[str, str, dict | None]] = []
+
+    def read_jobs(self) -> dict:
+        if self.fail_reads:
+            self.fail_reads -= 1
+            raise TransportError("squeue: no answer in 10 s")
+        return self.jobs
+
+    def read_nodes(self) -> dict:
+        return self.nodes
+
+    def control(self, verb, job_id, fields=None):
+        self.calls.append((verb, job_id, fields))
+        return CommandResult(verb != "release" or job_id != "5", "Invalid job id")
+
+
+def test_reads_retry_with_backoff_then_give_up():
+    sleeps: list[float] = []
+    adapter = SlurmAdapter(FakeTransport(fail_reads=2), SlurmSettings(retries=3, backoff_s=0.1),
+                           sleep=sleeps.append)
+    adapter.snapshot()
+    assert sleeps == [0.1, 0.2]
+    adapter = SlurmAdapter(FakeTransport(fail_reads=5), SlurmSettings(retries=3),
+                           sleep=lambda s: None)
+    with pytest.raises(SlurmUnavailable, match="no answer"):
+        adapter.snapshot()
+
+
+def test_hard_mode_snapshot_offers_only_jobs_marked_by_job_submit():
+    transport = FakeTransport()
+    transport.jobs["jobs"][4]["admin_comment"] = "gpufair:managed"
+    state = SlurmAdapter(transport, SlurmSettings(mode="hard")).snapshot()
+    pending = [j.id for j in state.jobs if j.state.value == "pending"]
+    assert pending == ["5"]
+    soft = SlurmAdapter(FakeTransport(), SlurmSettings(mode="soft")).snapshot()
+    assert [j.id for j in soft.jobs if j.state.value == "pending"] == ["4", "5"]
+
+
+def test_apply_reports_failures_with_the_step():
+    transport = FakeTransport()
+    adapter = SlurmAdapter(transport, SlurmSettings(), sleep=lambda s: None)
+    adapter.snapshot()
+    result = adapter.apply([Start("5", ("gpu-k80-2:3",))])[0]
+    assert not result.ok and "release failed" in result.detail and "after update" in result.detail
+    missing = adapter.apply([Start("99", ("gpu-k80-2:3",))])[0]
+    assert not missing.ok and "99" in missing.detail
+
+
+def test_grace_signal_goes_out_once_for_all_victims():
+    transport = FakeTransport()
+    sleeps: list[float] = []
+    adapter = SlurmAdapter(transport, SlurmSettings(), sleep=sleeps.append)
+    adapter.snapshot()
+    adapter.apply([Preempt("1", grace_s=5), Preempt("2", grace_s=3)])
+    assert [c[0] for c in transport.calls] == ["signal", "signal", "requeuehold", "requeuehold"]
+    assert sleeps == [5]

@@ -1,0 +1,165 @@
+"""The daemon's rounds, preemption cap, soft mode and crash recovery (in-memory Slurm)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from slurm_fake import Crash, FakeSlurm
+
+from gpufair.adapters.slurm import SlurmAdapter, SlurmSettings
+from gpufair.model import ClusterState, Job, JobState, Node, Preempt, Start
+from gpufair.plugin.daemon import Daemon, DaemonSettings, cap_preemptions, merge_history
+from gpufair.plugin.store import DONE, Store, action_from_dict, action_to_dict
+from gpufair.policy.base import PolicyConfig
+from gpufair.policy.registry import create_policy
+
+NODES = {"v1": ("v100", 4), "v2": ("v100", 4)}
+
+
+def _daemon(slurm: FakeSlurm, store: Store, *, policy: str = "fifo", share: float = 1.0,
+            mode: str = "hard") -> Daemon:
+    adapter = SlurmAdapter(slurm, SlurmSettings(mode=mode), sleep=lambda s: None,
+                           clock=lambda: slurm.clock)
+    return Daemon(adapter, create_policy(policy, PolicyConfig()), store,
+                  DaemonSettings(max_preempt_share=share, mode=mode), sleep=lambda s: None)
+
+
+def _fifo_reclaim(slurm: FakeSlurm) -> None:
+    """Jobs 1, 2 (earlier) wait held while 3, 4 (later) run: fifo must swap them."""
+    for job in ("1", "2", "3", "4"):
+        slurm.submit(job, 4)
+    slurm.run_now("3", ["v1"])
+    slurm.run_now("4", ["v2"])
+
+
+def test_round_swaps_jobs_as_the_plan_says(tmp_path):
+    slurm = FakeSlurm(NODES)
+    _fifo_reclaim(slurm)
+    store = Store(tmp_path / "s.db")
+    round_id = _daemon(slurm, store).run_round()
+    kinds = [(type(e.action).__name__, e.action.job_id, e.status) for e in store.journal(round_id)]
+    assert kinds == [("Preempt", "3", DONE), ("Preempt", "4", DONE), ("Start", "1", DONE),
+                     ("Start", "2", DONE)]
+    assert {j: slurm.jobs[j]["job_state"] for j in "1234"} == \
+        {"1": "RUNNING", "2": "RUNNING", "3": "PENDING", "4": "PENDING"}
+    # the next round has nothing to do: the cluster matches the plan
+    assert store.journal(_daemon(slurm, store).run_round()) == []
+
+
+@pytest.mark.parametrize("crash_at", [("requeuehold", "3"), ("requeuehold", "4"),
+                                      ("release", "1"), ("update", "2")])
+def test_killed_mid_round_restart_neither_repeats_nor_loses(tmp_path, crash_at):
+    slurm = FakeSlurm(NODES)
+    _fifo_reclaim(slurm)
+    store = Store(tmp_path / "s.db")
+    slurm.crash_after = crash_at
+    with pytest.raises(Crash):
+        _daemon(slurm, store).run_round()
+    store.close()
+    store = Store(tmp_path / "s.db")          # a new process: only the file survives
+    assert store.unfinished_rounds() == [1]
+    _daemon(slurm, store).recover()
+    assert store.unfinished_rounds() == []
+    assert all(e.status == DONE for e in store.journal(1))
+    counts = Counter({k: v for k, v in slurm.verbs.items() if k[0] != "update"})
+    assert counts == Counter({("requeuehold", "3"): 1, ("requeuehold", "4"): 1,
+                              ("release", "1"): 1, ("release", "2"): 1})
+    assert [slurm.jobs[j]["restart_cnt"] for j in "34"] == [1, 1]
+    assert {j: slurm.jobs[j]["job_state"] for j in "12"} == {"1": "RUNNING", "2": "RUNNING"}
+
+
+def test_preemption_cap_defers_victims_and_their_starts(tmp_path):
+    slurm = FakeSlurm(NODES)
+    _fifo_reclaim(slurm)
+    store = Store(tmp_path / "s.db")
+    daemon = _daemon(slurm, store, share=0.5)
+    round_id = daemon.run_round()
+    kinds = [(type(e.action).__name__, e.action.job_id) for e in store.journal(round_id)]
+    assert kinds == [("Preempt", "3"), ("Start", "1")]
+    assert daemon.metrics.capped_preemptions == 1
+    assert "gpufair_preemptions_capped_total 1" in daemon.metrics.render()
+
+
+def test_cap_function_counts_gpus():
+    state = ClusterState(0.0, nodes=(Node("a", "v100", 4),), jobs=(
+        Job("x", gpus=2, state=JobState.RUNNING, gpus_held=("a:0", "a:1")),
+        Job("y", gpus=2, state=JobState.RUNNING, gpus_held=("a:2", "a:3"))))
+    actions = [Preempt("x"), Preempt("y"), Start("z", ("a:2",)), Start("w", ("a:0",))]
+    kept, dropped = cap_preemptions(state, actions, 0.5)
+    assert kept == [Preempt("x"), Start("w", ("a:0",))]
+    assert dropped == [Preempt("y"), Start("z", ("a:2",))]
+    assert cap_preemptions(state, actions, 0.0)[0] == []
+
+
+def test_dry_run_journals_but_sends_nothing(tmp_path):
+    slurm = FakeSlurm(NODES)
+    _fifo_reclaim(slurm)
+    store = Store(tmp_path / "s.db")
+    daemon = _daemon(slurm, store)
+    daemon.settings = type(daemon.settings)(dry_run=True)
+    round_id = daemon.run_round()
+    assert {e.status for e in store.journal(round_id)} == {"skipped"}
+    assert not [k for k in slurm.verbs if k[0] != "update"] and not slurm.verbs
+
+
+def test_soft_mode_only_sets_priorities(tmp_path):
+    slurm = FakeSlurm(NODES)
+    for job in ("1", "2", "3"):
+        slurm.submit(job, 4, held=False)
+    slurm.run_now("3", ["v1"])
+    store = Store(tmp_path / "s.db")
+    round_id = _daemon(slurm, store, mode="soft").run_round()
+    entries = store.journal(round_id)
+    assert {type(e.action).__name__ for e in entries} == {"SetPriority"}
+    assert [e.action.job_id for e in entries] == ["1", "2"]
+    assert [slurm.verbs[("update", j)] for j in "12"] == [1, 1]
+
+
+def test_attained_service_survives_requeue_and_restart():
+    job = Job("1", gpus=4, state=JobState.RUNNING, start_s=100.0, attained_s=10.0,
+              gpus_held=("a:0",))
+    state = ClusterState(110.0, jobs=(job,))
+    merged, rows = merge_history(state, {})
+    assert merged.jobs[0].attained_s == 10.0
+    history = {"1": rows[0]}
+    # Slurm resets submit_time on requeue: the first one is kept (FIFO/LAS order)
+    requeued = ClusterState(130.0, jobs=(Job("1", gpus=4, state=JobState.PENDING,
+                                             arrival_s=125.0),))
+    merged, rows = merge_history(requeued, history)
+    assert merged.jobs[0].attained_s == 10.0 and rows[0]["waiting_s"] == 20.0
+    assert merged.jobs[0].arrival_s == 0.0
+    again = ClusterState(150.0, jobs=(Job("1", gpus=4, state=JobState.RUNNING, start_s=140.0,
+                                          attained_s=10.0, gpus_held=("a:0",)),))
+    merged, _ = merge_history(again, {"1": rows[0]})
+    assert merged.jobs[0].attained_s == 20.0
+
+
+def test_action_payloads_round_trip():
+    for action in (Start("1", ("a:0",)), Preempt("2", grace_s=3.0)):
+        assert action_from_dict(action_to_dict(action)) == action
+
+
+def test_hook_events_are_ingested_once(tmp_path):
+    from gpufair.plugin.hooks import run
+    env = {"GPUFAIR_HOOK_DIR": str(tmp_path), "SLURM_JOB_ID": "9", "SLURMD_NODENAME": "v1",
+           "SLURM_JOB_GPUS": "0,1"}
+    assert run("prolog", env) == 0
+    assert run("epilog", {**env, "SLURM_JOB_EXIT_CODE": "0"}) == 0
+    (tmp_path / "spool" / "junk.json").write_text("{not json")
+    store = Store(tmp_path / "s.db")
+    daemon = _daemon(FakeSlurm(NODES), store)
+    daemon.settings = type(daemon.settings)(hook_dir=str(tmp_path))
+    assert daemon.ingest_spool() == 2
+    assert daemon.ingest_spool() == 0
+    events = store.events("9")
+    assert [e["kind"] for e in events] == ["prolog", "epilog"]
+    assert events[0]["gpus"] == "0,1" and events[0]["node"] == "v1"
+    assert (tmp_path / "bad" / "junk.json").exists()
+
+
+def test_round_without_actions_is_closed_at_once(tmp_path):
+    store = Store(tmp_path / "s.db")
+    round_id = store.begin_round("fifo", {"reason": "nothing to do"}, [])
+    assert store.rounds()[0]["id"] == round_id and store.rounds()[0]["status"] == "done"
+    assert store.unfinished_rounds() == []
