@@ -17,6 +17,7 @@ BUILTIN = {
     "max_sum_throughput": "gpufair.policy.max_sum_throughput:MaxSumThroughputPolicy",
     "min_total_duration": "gpufair.policy.min_total_duration:MinTotalDurationPolicy",
     "themis": "gpufair.policy.themis:ThemisPolicy",
+    "shockwave": "gpufair.policy.shockwave:ShockwavePolicy",
 }
 ALIASES = {"gavel": "max_min", "max_min_fairness": "max_min", "mst": "max_sum_throughput",
            "max_sum_throughput_perf": "max_sum_throughput", "ossp": "min_total_duration",

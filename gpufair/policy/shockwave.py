@@ -1,0 +1,462 @@
+"""Shockwave (NSDI'23): a volatile Fisher market over a planning window of T rounds.
+
+Each re-plan maximises the FTF-weighted Nash social welfare of epoch progress over the next T
+rounds minus λ × a makespan lower bound (paper eq. 11), with gang sizes and GPU capacity per
+round. A job's utility and its remaining time depend only on how many rounds s it gets in the
+window (regimes follow progress, not wall time), so both are tabulated per s and the problem
+is an exact MILP (spec §2.7, compact form): binaries X[j,t] (job j runs in round t) and a
+one-hot z[j,s] choosing j's round count. Regime order is inside the tabulation; the log needs
+no approximation. The solved counts are then laid out round by round with running jobs kept
+in place and the most unfairly treated jobs first, and idle GPUs of the round are filled with
+the longest remaining jobs (work conservation, spec §8.3).
+
+Parameter names follow their role; the artifact's configuration spelling is accepted too (its
+``k`` is the paper's λ and its ``lambda`` the paper's exponent k: FORMATS.md §6).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpufair.errors import InputError
+from gpufair.model import ClusterState, Job, Plan
+from gpufair.policy.base import PolicyConfig, PolicyStats
+from gpufair.policy.placement import capacity_by_type, greedy_walk, place
+from gpufair.policy.shockwave_regimes import Trajectory, configs_from_now, predict
+from gpufair.policy.solver import LinearProgram, SolveOptions, solve
+
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class ShockwaveSettings:
+    ftf_exponent: float = 12.0       # paper k: budget w_j = rho_hat_j ** k (paper: 5)
+    makespan_weight: float = 3.0     # paper lambda, on H / Z_0 (paper: 1e-3; see README)
+    # the artifact's "k": weight per second of H, not normalised by Z_0 (its objective is
+    # Σ log u / (N·T) - k·max R; on ours that is k·T/M per second). None: use makespan_weight
+    makespan_weight_per_s: float | None = None
+    window_rounds: int = 20          # paper T
+    solver_timeout_s: float = 15.0
+    solver_rel_gap: float = 1e-3
+    solver_threads: int | None = None
+    reoptimize_every: int = 8        # rounds before a forced re-plan (the artifact's REOPT)
+    accordion_regimes: int = 2       # K of an Accordion job
+    gang_aware_makespan: bool = False  # H's spread term Σ n_j R_j / M instead of Σ R_j / M
+    keep_running_bonus: float = 0.5  # round 1 counts a running job's budget 1 + this times
+
+    # artifact spelling -> our name; keys mapped to None are accepted and unused
+    _ARTIFACT: ClassVar[dict[str, str | None]] = {
+                 "future_rounds": "window_rounds", "k": "makespan_weight_per_s",
+                 "lambda": "ftf_exponent", "solver_rel_gap": "solver_rel_gap",
+                 "solver_num_threads": "solver_threads", "solver_timeout": "solver_timeout_s",
+                 "rhomax": None, "log_approximation_bases": None, "gpu_ram": None}
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], source: str = "shockwave options"
+                     ) -> ShockwaveSettings:
+        own = {f for f in cls.__dataclass_fields__ if not f.startswith("_")}
+        values: dict[str, Any] = {}
+        for key, value in options.items():
+            name = key if key in own else cls._ARTIFACT.get(key, key)
+            if key in cls._ARTIFACT and cls._ARTIFACT[key] is None:
+                continue  # the artifact's hard-constraint formulation only
+            if name not in own:
+                raise InputError(source, f"unknown option; expected one of {sorted(own)} or "
+                                 f"the artifact's {sorted(cls._ARTIFACT)}", field=key)
+            values[name] = value
+        try:
+            settings = cls(**values)
+            settings._check()
+        except (TypeError, ValueError) as exc:
+            raise InputError(source, str(exc)) from None
+        return settings
+
+    def _check(self) -> None:
+        if self.window_rounds < 1 or self.reoptimize_every < 1:
+            raise ValueError("window_rounds and reoptimize_every must be >= 1")
+        if self.ftf_exponent < 0 or self.makespan_weight < 0:
+            raise ValueError("ftf_exponent and makespan_weight must be >= 0")
+        if self.solver_timeout_s <= 0 or not 0 <= self.solver_rel_gap < 1:
+            raise ValueError("solver_timeout_s must be > 0 and solver_rel_gap in [0, 1)")
+
+
+@dataclass
+class JobView:
+    """What the market needs of one job at re-plan time."""
+
+    job: Job
+    trajectory: Trajectory
+    remaining_s: float
+    rho_hat: float
+    weight: float
+
+
+@dataclass
+class ShockwaveState:
+    """Policy state that must survive a restart (plain data, serialisable)."""
+
+    regimes: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    contention: dict[str, tuple[float, float]] = field(default_factory=dict)
+    last_time: float | None = None
+    last_active: int = 0
+    plan: dict[str, list[bool]] = field(default_factory=dict)
+    plan_time: float = 0.0
+    plan_jobs: frozenset[str] = frozenset()
+    batch_seen: dict[str, int | None] = field(default_factory=dict)
+
+
+class ShockwavePolicy:
+    name = "shockwave"
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        self.config = config or PolicyConfig()
+        self.settings = ShockwaveSettings.from_options(self.config.options)
+        self.stats = PolicyStats()
+        self.state = ShockwaveState()
+        self.solve_log: list[tuple[int, float, float | None, str]] = []  # (jobs, s, gap, status)
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def _observe(self, state: ClusterState, jobs: Sequence[Job], now: float, gpus: int) -> bool:
+        """Update regimes and contention; True when something forces a re-plan."""
+        st = self.state
+        changed = frozenset(j.id for j in jobs) != st.plan_jobs
+        if st.last_time is not None and now > st.last_time:
+            factor = max(1.0, st.last_active / gpus) if gpus else 1.0
+            for job in jobs:
+                total, span = st.contention.get(job.id, (0.0, 0.0))
+                st.contention[job.id] = (total + factor * (now - st.last_time),
+                                         span + now - st.last_time)
+        st.last_time, st.last_active = now, len(jobs)
+        for job in jobs:
+            history = st.regimes.setdefault(job.id, [(job.batch_size or 0, 0.0)])
+            if job.batch_size != st.batch_seen.get(job.id, job.batch_size):
+                history.append((job.batch_size or 0, float(job.progress.epochs_done)))
+                changed = True
+            st.batch_seen[job.id] = job.batch_size
+        active = {j.id for j in jobs}
+        for table in (st.regimes, st.contention, st.batch_seen):
+            for gone in set(table) - active:
+                del table[gone]
+        return changed
+
+    def _view(self, job: Job, now: float, gpus: int) -> JobView | None:
+        epochs_total = job.progress.epochs_total
+        if not epochs_total or not job.samples_per_epoch or not job.batch_size:
+            trajectory = _static_trajectory(job)
+        else:
+            history = self.state.regimes.get(job.id, [(job.batch_size, 0.0)])
+            completed = [b - a for (_, a), (_, b) in itertools.pairwise(history)]
+            configs = configs_from_now(job.adaptation, job.initial_batch_size or job.batch_size,
+                                       job.batch_size, job.max_batch_size, len(completed),
+                                       self.settings.accordion_regimes)
+            seconds = [_epoch_seconds(job, b) for b in configs]
+            # a regime whose batch size was never measured cannot be planned: stop before it
+            usable = next((i for i, s in enumerate(seconds) if s is None), len(seconds))
+            seconds = [s for s in seconds[: max(1, usable)] if s is not None]
+            if not seconds:
+                return None
+            done = job.progress.epochs_done + _epoch_fraction(job)
+            trajectory = predict(epochs_total, done, completed, seconds)
+        remaining = trajectory.remaining_seconds
+        attained = job.attained_s
+        waited = max(0.0, now - job.arrival_s - attained)
+        total, span = self.state.contention.get(job.id, (0.0, 0.0))
+        n_avg = total / span if span > 0 else max(1.0, self.state.last_active / max(1, gpus))
+        predicted_total = attained + remaining
+        rho_hat = (attained + waited + remaining * n_avg) / (predicted_total * n_avg) \
+            if predicted_total > 0 else 1.0
+        return JobView(job, trajectory, remaining, rho_hat,
+                       rho_hat ** self.settings.ftf_exponent)
+
+    # -- the market -------------------------------------------------------------------------
+    def _solve(self, views: Sequence[JobView], gpus: int) -> dict[str, list[bool]]:
+        """Plan the window: solve for round counts, lay them out, certify or fall back.
+
+        The objective depends on each job's round count only, so the count problem (one
+        aggregate capacity row Σ n_j s_j ≤ M·T) is a relaxation of the full MILP with the
+        same objective. When its counts can be laid out round by round within M GPUs (always,
+        in practice, with gang sizes that divide M), they are optimal for the full MILP too;
+        otherwise the full MILP is solved.
+        """
+        market = Market(views, gpus, self.settings.window_rounds, self.config.round_s,
+                        self.settings)
+        solution = self._run(market.count_problem(), len(views))
+        if solution is None:
+            return {}
+        counts = market.counts_from(solution)
+        grid = _layout(views, counts, gpus, self.settings.window_rounds,
+                       self.settings.keep_running_bonus)
+        if grid is None:
+            full = self._run(market.full_problem(), len(views))
+            if full is None:
+                return {}
+            grid = market.grid_from(full)
+        return {v.job.id: [bool(x) for x in grid[j]] for j, v in enumerate(views)}
+
+    def _run(self, problem: LinearProgram, jobs: int) -> np.ndarray | None:
+        settings = self.settings
+        options = SolveOptions(backend=_mip_backend(self.config.solver_backend),
+                               time_limit_s=settings.solver_timeout_s,
+                               mip_gap=settings.solver_rel_gap,
+                               threads=settings.solver_threads or self.config.solver_threads,
+                               seed=self.config.seed)
+        started = time.perf_counter()
+        solution = solve(problem, options)
+        elapsed = time.perf_counter() - started
+        self.stats.solves += 1
+        self.stats.solver_s += elapsed
+        self.solve_log.append((jobs, elapsed, solution.mip_gap, solution.status.value))
+        return solution.x if solution.ok else None
+
+    # -- one round --------------------------------------------------------------------------
+    def schedule(self, state: ClusterState, now: float) -> Plan:
+        jobs = state.active_jobs()
+        capacity = capacity_by_type(state)
+        gpus = sum(capacity.values())
+        forced = self._observe(state, jobs, now, gpus)
+        st = self.state
+        d = self.config.round_s
+        elapsed_rounds = round((now - st.plan_time) / d) if st.plan else 0
+        views = {j.id: v for j in jobs if j.gpus <= gpus and (v := self._view(j, now, gpus))}
+        if forced or not st.plan or elapsed_rounds >= min(self.settings.reoptimize_every,
+                                                          self.settings.window_rounds):
+            ordered = [views[j.id] for j in jobs if j.id in views]
+            st.plan = self._solve(ordered, gpus) if ordered else {}
+            st.plan_time, st.plan_jobs, elapsed_rounds = now, frozenset(j.id for j in jobs), 0
+        planned = [views[i] for i in views if _runs(st.plan.get(i), elapsed_rounds)]
+        planned.sort(key=lambda v: -v.weight)
+        rest = sorted((v for i, v in views.items() if not _runs(st.plan.get(i), elapsed_rounds)),
+                      key=lambda v: -v.remaining_s)
+        unplannable = [j for j in jobs if j.id not in views]  # no rates known: run last
+        picks = greedy_walk([v.job for v in planned + rest] + unplannable, capacity)
+        assignments = place(state, picks)
+        return Plan(assignments=assignments,
+                    priorities={i: v.rho_hat for i, v in views.items()},
+                    reason=f"shockwave: {len(planned)} planned, "
+                           f"{len(assignments) - min(len(planned), len(assignments))} filled")
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _runs(row: list[bool] | None, t: int) -> bool:
+    return bool(row) and t < len(row) and row[t]
+
+
+def _mip_backend(backend: str) -> str:
+    return "auto" if backend == "ecos" else backend  # ECOS solves LPs only
+
+
+def _epoch_seconds(job: Job, batch: int) -> float | None:
+    """Exclusive seconds per epoch at ``batch``: (samples / batch) / iterations per second."""
+    rate = job.rate_at_batch(batch)
+    if rate is None and batch == job.batch_size:
+        rate = max(job.throughput.rates.values(), default=None)
+    if not rate or not job.samples_per_epoch:
+        return None
+    return job.samples_per_epoch / batch / rate
+
+
+def _epoch_fraction(job: Job) -> float:
+    """Fraction of the current epoch already done (iterations beyond whole epochs)."""
+    if not job.samples_per_epoch or not job.batch_size:
+        return 0.0
+    per_epoch = math.ceil(job.samples_per_epoch / job.batch_size)
+    done = job.progress.iterations_done / per_epoch - job.progress.epochs_done
+    return min(max(done, 0.0), 1.0)
+
+
+def _static_trajectory(job: Job) -> Trajectory:
+    """A job without epoch information: one regime of its remaining iterations."""
+    rate = max(job.throughput.rates.values(), default=0.0)
+    left = job.progress.iterations_left
+    if not rate or left is None:
+        return Trajectory((), ())
+    return Trajectory((1.0,), (left / rate,))
+
+
+def _rows(rows: Sequence[tuple[np.ndarray, np.ndarray, float]], n: int
+          ) -> tuple[sp.csr_array, np.ndarray]:
+    cols = np.concatenate([r[0] for r in rows])
+    vals = np.concatenate([r[1] for r in rows])
+    row_idx = np.repeat(np.arange(len(rows)), [len(r[0]) for r in rows])
+    matrix = sp.csr_array((vals, (row_idx, cols)), shape=(len(rows), n))
+    return matrix, np.array([r[2] for r in rows], dtype=float)
+
+
+def _layout(views: Sequence[JobView], counts: np.ndarray, gpus: int, horizon: int,
+            keep_bonus: float = 0.5) -> np.ndarray | None:
+    """Lay round counts out over the window, or None if no packing tried fits them.
+
+    Only the counts enter the objective; the layout decides who runs now, because only the
+    first round runs before the next re-plan. Round 1 takes jobs by budget (the most
+    unfairly treated first), a running job's budget counting ``1 + keep_bonus`` times since
+    stopping it wastes a restart; jobs that need every round of the window come first. The
+    other rounds are packed widest gang first into the emptiest rounds. If that fails, the
+    whole window is packed that way and its best round moved to the front.
+    """
+    gang = np.array([v.job.gpus for v in views])
+    running = np.array([bool(v.job.gpus_held) for v in views])
+    priority = np.array([v.weight for v in views]) * (1 + keep_bonus * running)
+    counts = counts.astype(int)
+    first = np.zeros(len(views), dtype=bool)
+    free = gpus
+    for j in sorted(np.flatnonzero(counts > 0), key=lambda j: (counts[j] < horizon,
+                                                               -priority[j])):
+        if gang[j] <= free:
+            first[j] = True
+            free -= gang[j]
+    rest = _pack(gang, counts - first, gpus, horizon - 1, priority)
+    if rest is not None:
+        return np.column_stack([first, rest])
+    whole = _pack(gang, counts, gpus, horizon, priority)
+    if whole is None:
+        return None
+    return whole[:, np.argsort(-(priority @ whole), kind="stable")]
+
+
+def _pack(gang: np.ndarray, counts: np.ndarray, gpus: int, rounds: int,
+          priority: np.ndarray) -> np.ndarray | None:
+    """Widest gangs first, each job into its emptiest rounds (earliest on ties)."""
+    grid = np.zeros((len(gang), rounds), dtype=bool)
+    free = np.full(rounds, gpus)
+    for j in sorted(np.flatnonzero(counts > 0), key=lambda j: (-gang[j], -priority[j])):
+        fits = [t for t in np.argsort(-free, kind="stable") if free[t] >= gang[j]]
+        if len(fits) < counts[j]:
+            return None
+        chosen = fits[: counts[j]]
+        grid[j, chosen] = True
+        free[chosen] -= gang[j]
+    return grid
+
+
+@dataclass
+class Market:
+    """The re-plan's MILPs, built from per-job tables over the round count s = 0..S_j.
+
+    lu_j(s) = log(max(ε, (F_j + epochs after s rounds) / E_j)) and rem_j(s) = max(0,
+    R_j - s·D): regime order and speed-ups are inside the tables (spec §2.7, compact form).
+    """
+
+    views: Sequence[JobView]
+    gpus: int
+    horizon: int
+    round_s: float
+    settings: ShockwaveSettings
+    log_util: list[np.ndarray] = field(init=False)
+    remaining: list[np.ndarray] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log_util, self.remaining = [], []
+        d = self.round_s
+        for view in self.views:
+            s = np.arange(max(1, min(self.horizon, math.ceil(view.remaining_s / d))) + 1)
+            progress = np.array([view.trajectory.epochs_after(k * d) for k in s])
+            total = view.job.progress.epochs_total
+            if total:
+                done = view.job.progress.epochs_done + _epoch_fraction(view.job)
+                util = (done + progress) / total
+            else:
+                util = np.minimum(1.0, s * d / max(view.remaining_s, d))
+            self.log_util.append(np.log(np.maximum(EPS, util)))
+            self.remaining.append(np.maximum(0.0, view.remaining_s - s * d))
+
+    @property
+    def _scale(self) -> float:
+        return 1.0 / (len(self.views) * self.gpus)
+
+    def _h_weight(self) -> float:
+        if self.settings.makespan_weight_per_s is not None:
+            return -self.settings.makespan_weight_per_s * self.horizon / self.gpus
+        z0 = sum(v.remaining_s for v in self.views) or 1.0
+        return -self.settings.makespan_weight / z0
+
+    def _width(self, view: JobView) -> float:
+        return view.job.gpus / self.gpus if self.settings.gang_aware_makespan else 1 / self.gpus
+
+    def count_problem(self) -> LinearProgram:
+        """Incremental binaries δ[j,s] = [s_j ≥ s] (ordered), h; one aggregate capacity row."""
+        offsets = np.concatenate([[0], np.cumsum([len(lu) - 1 for lu in self.log_util])])
+        h = int(offsets[-1])
+        c = np.zeros(h + 1)
+        c[h] = self._h_weight()
+        constant = 0.0
+        ub_rows: list[tuple[np.ndarray, np.ndarray, float]] = []
+        spread_cols, spread_vals, spread_rhs = [], [], 0.0
+        capacity_cols, capacity_vals = [], []
+        for j, view in enumerate(self.views):
+            lu, rem = self.log_util[j], self.remaining[j]
+            cols = offsets[j] + np.arange(len(lu) - 1)
+            c[cols] = view.weight * self._scale * np.diff(lu)
+            constant += view.weight * self._scale * lu[0]
+            drop = -np.diff(rem)  # rem(s-1) - rem(s) >= 0
+            ub_rows.append((np.append(cols, h), np.append(-drop, -1.0), -rem[0]))
+            spread_cols.append(cols)
+            spread_vals.append(-drop * self._width(view))
+            spread_rhs -= rem[0] * self._width(view)
+            capacity_cols.append(cols)
+            capacity_vals.append(np.full(len(cols), float(view.job.gpus)))
+            for b, a in itertools.pairwise(cols):
+                ub_rows.append((np.array([a, b]), np.array([1.0, -1.0]), 0.0))
+        ub_rows.append((np.append(np.concatenate(spread_cols), h),
+                        np.append(np.concatenate(spread_vals), -1.0), spread_rhs))
+        ub_rows.append((np.concatenate(capacity_cols), np.concatenate(capacity_vals),
+                        float(self.gpus * self.horizon)))
+        a_ub, b_ub = _rows(ub_rows, h + 1)
+        integrality = np.ones(h + 1, dtype=bool)
+        integrality[h] = False
+        ub = np.ones(h + 1)
+        ub[h] = np.inf
+        return LinearProgram(c=c, A_ub=a_ub, b_ub=b_ub, lb=0.0, ub=ub, integrality=integrality,
+                             maximize=True, constant=constant, name="shockwave_counts")
+
+    def counts_from(self, x: np.ndarray) -> np.ndarray:
+        offsets = np.concatenate([[0], np.cumsum([len(lu) - 1 for lu in self.log_util])])
+        return np.array([round(x[offsets[j]:offsets[j + 1]].sum())
+                         for j in range(len(self.views))])
+
+    def full_problem(self) -> LinearProgram:
+        """X[j,t] per round with per-round capacity, and a one-hot z[j,s] per job."""
+        n, horizon = len(self.views), self.horizon
+        sizes = [len(lu) for lu in self.log_util]
+        z_offset = n * horizon + np.concatenate([[0], np.cumsum(sizes)])
+        h = int(z_offset[-1])
+        c = np.zeros(h + 1)
+        c[h] = self._h_weight()
+        eq_rows: list[tuple[np.ndarray, np.ndarray, float]] = []
+        ub_rows: list[tuple[np.ndarray, np.ndarray, float]] = []
+        spread_cols, spread_vals = [], []
+        for j, view in enumerate(self.views):
+            s = np.arange(sizes[j])
+            cols = z_offset[j] + s
+            c[cols] = view.weight * self._scale * self.log_util[j]
+            x_cols = j * horizon + np.arange(horizon)
+            eq_rows.append((cols, np.ones(len(s)), 1.0))
+            eq_rows.append((np.concatenate([x_cols, cols]),
+                            np.concatenate([np.ones(horizon), -s.astype(float)]), 0.0))
+            ub_rows.append((np.append(cols, h), np.append(self.remaining[j], -1.0), 0.0))
+            spread_cols.append(cols)
+            spread_vals.append(self.remaining[j] * self._width(view))
+        ub_rows.append((np.append(np.concatenate(spread_cols), h),
+                        np.append(np.concatenate(spread_vals), -1.0), 0.0))
+        gang = np.array([v.job.gpus for v in self.views], dtype=float)
+        for t in range(horizon):
+            ub_rows.append((np.arange(n) * horizon + t, gang, float(self.gpus)))
+        a_eq, b_eq = _rows(eq_rows, h + 1)
+        a_ub, b_ub = _rows(ub_rows, h + 1)
+        integrality = np.ones(h + 1, dtype=bool)
+        integrality[h] = False
+        ub = np.ones(h + 1)
+        ub[h] = np.inf
+        return LinearProgram(c=c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, lb=0.0, ub=ub,
+                             integrality=integrality, maximize=True, name="shockwave_full")
+
+    def grid_from(self, x: np.ndarray) -> np.ndarray:
+        n = len(self.views)
+        return np.round(x[: n * self.horizon]).reshape(n, self.horizon) > 0.5

@@ -1,0 +1,173 @@
+"""Shockwave: the spec's §10 checks, the predictor's worked example, MILP vs brute force."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+
+from gpufair.errors import InputError
+from gpufair.model import Adaptation, ClusterState, Job, JobState, Node, Progress, ThroughputProfile
+from gpufair.policy.base import PolicyConfig
+from gpufair.policy.shockwave import Market, ShockwavePolicy, ShockwaveSettings, _layout
+from gpufair.policy.shockwave_regimes import (
+    Trajectory,
+    configs_from_now,
+    predict,
+    restated_posterior,
+)
+from gpufair.policy.solver import SolveOptions, solve
+
+
+def test_restatement_worked_example():
+    """E = 100, K = 3: prior 33.3 each; regime 1 ends at 20; regime 2 ends at 80."""
+    assert restated_posterior(100, 3, []) == pytest.approx([100 / 3] * 3)
+    assert restated_posterior(100, 3, [20]) == pytest.approx([20, 40, 40])
+    assert restated_posterior(100, 3, [20, 60]) == pytest.approx([20, 60, 20])
+
+
+def test_prediction_edge_cases():
+    # current regime outlasted its share (40 predicted, 45 seen): one more epoch, rest split
+    t = predict(100, 65, [20], [60.0, 30.0])
+    assert t.remaining_epochs == pytest.approx((1, 34))
+    # no future regime: the current one takes everything left
+    t = predict(100, 30, [20], [60.0])
+    assert t.remaining_epochs == pytest.approx((70,))
+    assert predict(100, 100, [], [1.0]).remaining_epochs == ()
+
+
+def test_app_g_example_progress_by_round():
+    """Epoch 5 of regime 1, regime 2 at epoch 15; 2-min then 1-min epochs; D = 2 min."""
+    t = Trajectory((10.0, 85.0), (120.0, 60.0))
+    per_round = np.diff([t.epochs_after(k * 120.0) for k in range(15)])
+    assert list(per_round[:10]) == pytest.approx([1.0] * 10)
+    assert list(per_round[10:]) == pytest.approx([2.0] * 4)  # the 2x shows at minute 20
+
+
+def test_intro_dynamic_market_accrues_30_u0():
+    t = Trajectory((10.0, 100.0), (1.0, 0.5))  # throughput doubles after 10 units
+    assert t.epochs_after(20.0) == pytest.approx(30.0)  # static view would say 20
+
+
+def test_regime_ladders():
+    assert configs_from_now(Adaptation.GNS, 10, 10, 80, 0) == [10, 20, 40, 80]
+    assert configs_from_now(Adaptation.GNS, 10, 80, 80, 3) == [80]
+    assert configs_from_now(Adaptation.ACCORDION, 32, 32, 256, 0) == [32, 256]
+    assert configs_from_now(Adaptation.ACCORDION, 32, 256, 256, 1) == [256]
+    assert configs_from_now(Adaptation.ACCORDION, 32, 32, 256, 2) == [32, 256]
+    assert configs_from_now(Adaptation.STATIC, 64, 64, None, 0) == [64]
+
+
+def job(jid, gpus=1, epochs=10, done=0, rate=1.0, arrival=0.0, attained=0.0, held=()):
+    return Job(id=jid, gpus=gpus, arrival_s=arrival, attained_s=attained,
+               state=JobState.RUNNING if held else JobState.PENDING, gpus_held=tuple(held),
+               progress=Progress(done * 100.0, epochs * 100.0, done, epochs),
+               throughput=ThroughputProfile({("v100", gpus): rate}), batch_size=100,
+               initial_batch_size=100, samples_per_epoch=10_000, batch_rates=((100, rate),))
+
+
+def cluster(jobs, gpus=2, now=0.0):
+    return ClusterState(time_s=now, nodes=tuple(Node(f"n{i}", "v100", 1) for i in range(gpus)),
+                        jobs=tuple(jobs))
+
+
+def test_rho_hat_is_one_at_arrival_and_grows_with_waiting():
+    policy = ShockwavePolicy(PolicyConfig(round_s=60.0))
+    j = job("a")
+    policy._observe(cluster([j]), [j], 0.0, 2)
+    assert policy._view(j, 0.0, 2).rho_hat == pytest.approx(1.0)
+    assert policy._view(j, 500.0, 2).rho_hat > policy._view(j, 100.0, 2).rho_hat > 1.0
+
+
+def brute_force(market: Market, gpus: int, horizon: int) -> float:
+    """Best objective over every feasible X (each job on or off in each round)."""
+    views = market.views
+    n = len(views)
+    gangs = [v.job.gpus for v in views]
+    z0 = sum(v.remaining_s for v in views) or 1.0
+    best = -math.inf
+    for bits in itertools.product([0, 1], repeat=n * horizon):
+        x = np.array(bits).reshape(n, horizon)
+        if any(x[:, t] @ gangs > gpus for t in range(horizon)):
+            continue
+        counts = x.sum(axis=1)
+        util = sum(v.weight * market.log_util[j][min(counts[j], len(market.log_util[j]) - 1)]
+                   for j, v in enumerate(views)) / (n * gpus)
+        if any(counts[j] >= len(market.log_util[j]) for j in range(n)):
+            continue  # more rounds than the job needs: not in the model's domain
+        rem = [market.remaining[j][counts[j]] for j in range(n)]
+        h = max(max(rem), sum(rem) / gpus)
+        best = max(best, util - market.settings.makespan_weight / z0 * h)
+    return best
+
+
+@pytest.mark.parametrize("backend", ["gurobi", "highs"])
+def test_milp_optimum_equals_brute_force(backend):
+    """Full MILP = brute force; the count relaxation is ≥ it, and equal when it lays out."""
+    certified = 0
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        gpus, horizon = 2, 3
+        jobs = [job(f"j{i}", gpus=int(rng.choice([1, 1, 2])), epochs=int(rng.integers(2, 6)),
+                    done=int(rng.integers(0, 2)), rate=float(rng.uniform(0.5, 3.0)),
+                    attained=float(rng.uniform(0, 300)))
+                for i in range(3)]
+        settings = ShockwaveSettings(window_rounds=horizon, makespan_weight=0.5)
+        policy = ShockwavePolicy(PolicyConfig(round_s=60.0))
+        policy.settings = settings
+        policy._observe(cluster(jobs, gpus, now=400.0), jobs, 400.0, gpus)
+        views = [policy._view(j, 400.0, gpus) for j in jobs]
+        market = Market(views, gpus, horizon, 60.0, settings)
+        expected = brute_force(market, gpus, horizon)
+        options = SolveOptions(backend=backend, mip_gap=0.0)
+        full = solve(market.full_problem(), options)
+        counts = solve(market.count_problem(), options)
+        assert full.objective == pytest.approx(expected, abs=1e-9)
+        assert counts.objective >= expected - 1e-9
+        grid = _layout(views, market.counts_from(counts.x), gpus, horizon)
+        if grid is not None:
+            certified += 1
+            assert counts.objective == pytest.approx(expected, abs=1e-9)
+            gangs = np.array([v.job.gpus for v in views])
+            assert all(gangs @ grid[:, t] <= gpus for t in range(horizon))
+            assert list(grid.sum(axis=1)) == list(market.counts_from(counts.x))
+    assert 0 < certified < 8  # both paths (certified counts, full-MILP fallback) exercised
+
+
+def test_layout_keeps_running_jobs_first_and_respects_gangs():
+    views_jobs = [job("wide", gpus=4), job("run", held=("n0:0",)), job("a"), job("b")]
+    policy = ShockwavePolicy(PolicyConfig(round_s=60.0))
+    policy._observe(cluster(views_jobs, 4), views_jobs, 0.0, 4)
+    views = [policy._view(j, 0.0, 4) for j in views_jobs]
+    grid = _layout(views, np.array([1, 3, 1, 1]), 4, 4)
+    assert grid[1, 0]  # the running job continues in round 1
+    assert all(np.array([4, 1, 1, 1]) @ grid[:, t] <= 4 for t in range(4))
+    assert list(grid.sum(axis=1)) == [1, 3, 1, 1]
+    assert _layout(views, np.array([2, 3, 1, 1]), 4, 4) is None  # "run" would need 3 of 2 free rounds
+
+
+def test_plan_never_exceeds_capacity_or_splits_gangs():
+    jobs = [job(f"j{i}", gpus=g, epochs=5, rate=2.0) for i, g in enumerate([1, 2, 4, 1, 2, 1])]
+    policy = ShockwavePolicy(PolicyConfig(round_s=60.0))
+    plan = policy.schedule(cluster(jobs, gpus=4), 0.0)
+    used = [g for a in plan.assignments for g in a.gpu_ids]
+    assert len(used) == len(set(used)) <= 4
+    sizes = {j.id: j.gpus for j in jobs}
+    assert all(len(a.gpu_ids) == sizes[a.job_id] for a in plan.assignments)
+    assert sum(len(a.gpu_ids) for a in plan.assignments) == 4  # work conserving
+
+
+def test_artifact_config_is_accepted_and_mapped(shared_data):
+    options = json.loads((shared_data / "tacc_32gpus.json").read_text())
+    settings = ShockwaveSettings.from_options(options)
+    assert settings.window_rounds == 20
+    assert settings.makespan_weight_per_s == pytest.approx(1e-3)  # the artifact's "k"
+    assert settings.ftf_exponent == pytest.approx(12.0)     # the artifact's "lambda"
+    assert settings.solver_timeout_s == 15
+    with pytest.raises(InputError, match="field 'horizon'"):
+        ShockwaveSettings.from_options({"horizon": 3})
+    with pytest.raises(InputError, match="window_rounds"):
+        ShockwaveSettings.from_options({"window_rounds": 0})
