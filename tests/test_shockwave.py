@@ -125,12 +125,12 @@ def test_milp_optimum_equals_brute_force(backend):
         options = SolveOptions(backend=backend, mip_gap=0.0)
         full = solve(market.full_problem(), options)
         counts = solve(market.count_problem(), options)
-        assert full.objective == pytest.approx(expected, abs=1e-9)
-        assert counts.objective >= expected - 1e-9
+        assert full.objective == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        assert counts.objective >= expected - 1e-9 * (1 + abs(expected))
         grid = _layout(views, market.counts_from(counts.x), gpus, horizon)
         if grid is not None:
             certified += 1
-            assert counts.objective == pytest.approx(expected, abs=1e-9)
+            assert counts.objective == pytest.approx(expected, rel=1e-9, abs=1e-9)
             gangs = np.array([v.job.gpus for v in views])
             assert all(gangs @ grid[:, t] <= gpus for t in range(horizon))
             assert list(grid.sum(axis=1)) == list(market.counts_from(counts.x))
@@ -146,7 +146,8 @@ def test_layout_keeps_running_jobs_first_and_respects_gangs():
     assert grid[1, 0]  # the running job continues in round 1
     assert all(np.array([4, 1, 1, 1]) @ grid[:, t] <= 4 for t in range(4))
     assert list(grid.sum(axis=1)) == [1, 3, 1, 1]
-    assert _layout(views, np.array([2, 3, 1, 1]), 4, 4) is None  # "run" would need 3 of 2 free rounds
+    # "run" would need 3 distinct rounds, and "wide" fills 2 of the 4
+    assert _layout(views, np.array([2, 3, 1, 1]), 4, 4) is None
 
 
 def test_plan_never_exceeds_capacity_or_splits_gangs():
