@@ -163,3 +163,32 @@ def test_round_without_actions_is_closed_at_once(tmp_path):
     round_id = store.begin_round("fifo", {"reason": "nothing to do"}, [])
     assert store.rounds()[0]["id"] == round_id and store.rounds()[0]["status"] == "done"
     assert store.unfinished_rounds() == []
+
+
+def test_profiles_fill_unmeasured_types_without_assuming_a_speedup():
+    from gpufair.model import ThroughputProfile
+    from gpufair.plugin.profiles import STAY_MARGIN, with_default_profiles
+    nodes = (Node("v1", "v100", 4), Node("k1", "k80", 4))
+    measured = Job("m", gpus=4, throughput=ThroughputProfile({("v100", 4): 3.0}))
+    running = Job("r", gpus=4, state=JobState.RUNNING, gpus_held=("k1:0", "k1:1", "k1:2",
+                                                                   "k1:3"))
+    fresh = Job("f", gpus=2)
+    state = with_default_profiles(ClusterState(0.0, nodes=nodes, jobs=(measured, running,
+                                                                         fresh)))
+    jobs = {j.id: j for j in state.jobs}
+    assert jobs["m"].throughput.rates == {("v100", 4): 3.0, ("k80", 4): 3.0}
+    assert jobs["r"].rate("k80") == 1.0 and jobs["r"].rate("v100") == 1.0 - STAY_MARGIN
+    assert jobs["f"].rate("k80") == jobs["f"].rate("v100") == 1.0
+
+
+def test_jobs_on_drained_nodes_are_left_alone():
+    from gpufair.model import NodeState
+    from gpufair.plugin.daemon import leave_alone_on_unusable_nodes
+    state = ClusterState(0.0, nodes=(Node("a", "v100", 2, state=NodeState.DRAIN),
+                                     Node("b", "v100", 2)), jobs=(
+        Job("x", gpus=2, state=JobState.RUNNING, gpus_held=("a:0", "b:0")),
+        Job("y", gpus=1, state=JobState.RUNNING, gpus_held=("b:1",))))
+    actions = [Preempt("x"), Preempt("y"), Start("z", ("b:0",)), Start("w", ("b:1",))]
+    kept, deferred = leave_alone_on_unusable_nodes(state, actions)
+    assert kept == [Preempt("y"), Start("w", ("b:1",))]
+    assert deferred == [Preempt("x"), Start("z", ("b:0",))]

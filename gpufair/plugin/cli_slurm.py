@@ -59,8 +59,10 @@ def _snapshot(args: argparse.Namespace) -> int:
     from gpufair.adapters.slurm import SlurmUnavailable
     from gpufair.model.snapshot import state_to_dict
     from gpufair.plugin.config import load_config
+    from gpufair.plugin.profiles import measure
     from gpufair.plugin.service import build_adapter
     from gpufair.plugin.service_config import service_config
+    from gpufair.profiler.profiler import Profiler
     svc = service_config(load_config(args.config).sections)
     adapter = build_adapter(svc.slurm, mode=svc.daemon.get("mode", "hard"))
     try:
@@ -70,7 +72,8 @@ def _snapshot(args: argparse.Namespace) -> int:
         return 1
     for problem in view.problems:
         print(f"gpufair: warning: {problem}", file=sys.stderr)
-    data = state_to_dict(view.state, source={"adapter": f"slurm/{adapter.transport.name}"})
+    state = measure(view.state, Profiler())   # progress and throughput from the jobs' logs
+    data = state_to_dict(state, source={"adapter": f"slurm/{adapter.transport.name}"})
     print(json.dumps(data, sort_keys=True, indent=2, allow_nan=False))
     return 0
 

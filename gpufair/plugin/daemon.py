@@ -35,9 +35,10 @@ from gpufair.model import (
 )
 from gpufair.plugin.actions import plan_actions
 from gpufair.plugin.metrics_server import Metrics
-from gpufair.plugin.profiles import with_default_profiles
+from gpufair.plugin.profiles import measure, with_default_profiles
 from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, Store
 from gpufair.policy.base import Policy
+from gpufair.profiler.profiler import Profiler
 
 log = logging.getLogger("gpufair.daemon")
 
@@ -145,14 +146,15 @@ def rho_estimates(state: ClusterState) -> dict[str, float]:
 
 class Daemon:
     def __init__(self, adapter: Any, policy: Policy, store: Store, settings: DaemonSettings,
-                 metrics: Metrics | None = None, sleep: Callable[[float], None] = time.sleep
-                 ) -> None:
+                 metrics: Metrics | None = None, sleep: Callable[[float], None] = time.sleep,
+                 profiler: Profiler | None = None) -> None:
         self.adapter = adapter
         self.policy = policy
         self.store = store
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.sleep = sleep
+        self.profiler = profiler
         self.stopping = False
 
     # ---- one round ------------------------------------------------------------------------
@@ -167,6 +169,8 @@ class Daemon:
             return None
         state, rows = merge_history(raw, self.store.job_history())
         self.store.save_jobs(rows)
+        if self.profiler is not None:
+            state = measure(state, self.profiler)
         state = with_default_profiles(state)
         plan = self.policy.schedule(state, state.time_s)
         actions = self.plan_to_actions(state, plan, preemptive)
@@ -185,8 +189,9 @@ class Daemon:
         if not self.settings.dry_run and actions:
             self.apply_round(round_id)
         latency = time.perf_counter() - started
-        if not self.settings.dry_run and actions:
-            self.store.finish_round(round_id, latency)
+        if not self.stopping:
+            self.store.finish_round(round_id, latency,
+                                    status="dry-run" if self.settings.dry_run else "done")
         self.metrics.observe_round("dry-run" if self.settings.dry_run else "done", latency)
         self.metrics.set_allocation(_tenant_gpus(state, plan), rho_estimates(state))
         log.info("round %d: %d actions in %.3f s", round_id, len(actions), latency,

@@ -18,6 +18,8 @@ from gpufair.plugin.service_config import ServiceConfig, service_config
 from gpufair.plugin.store import Store
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
+from gpufair.profiler.profiler import Profiler
+from gpufair.profiler.store import JsonOffsetStore
 
 log = logging.getLogger("gpufair.service")
 
@@ -66,8 +68,12 @@ def build_daemon(config: Config, *, dry_run: bool = False, policy: str | None = 
                            solver_backend=config.solver.backend or "auto",
                            options=config.policy_options(name))
     adapter = build_adapter(svc.slurm, mode=settings.mode)
-    store = Store(svc.store.get("path", "/var/lib/gpufair/state.db"))
-    return Daemon(adapter, create_policy(name, pconfig), store, settings, Metrics()), svc
+    path = Path(svc.store.get("path", "/var/lib/gpufair/state.db"))
+    store = Store(path)
+    # log offsets beside the store, so a restarted daemon reads only what is new
+    profiler = Profiler(JsonOffsetStore(str(path.with_name(path.name + ".logs.json"))))
+    return Daemon(adapter, create_policy(name, pconfig), store, settings, Metrics(),
+                  profiler=profiler), svc
 
 
 def serve(config: Config, *, dry_run: bool = False, policy: str | None = None,

@@ -141,10 +141,12 @@ class Store:
                        "attempts = attempts + (? = 'applying') WHERE round_id=? AND seq=?",
                        (status, detail, time.time(), status, round_id, seq))
 
-    def finish_round(self, round_id: int, latency_s: float | None = None) -> None:
+    def finish_round(self, round_id: int, latency_s: float | None = None, *,
+                     status: str = "done") -> None:
         with self.tx() as db:
-            db.execute("UPDATE rounds SET status='done', finished_at=?, latency_s=? "
-                       "WHERE id=?", (time.time(), latency_s, round_id))
+            db.execute("UPDATE rounds SET status=?, finished_at=?, "
+                       "latency_s=COALESCE(?, latency_s) WHERE id=?",
+                       (status, time.time(), latency_s, round_id))
 
     def skip_round(self, policy: str, reason: str) -> int:
         with self.tx() as db:

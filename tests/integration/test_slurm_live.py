@@ -97,9 +97,9 @@ def test_daemon_starts_preempts_and_resumes_as_the_policy_says(cluster: Cluster,
             assert set(expand_hostlist(run["nodelist"])) <= planned, (run, planned)
     # the jobs really trained: each resumed from its checkpoint and finished all 16 steps
     for name in ids.values():
-        steps = [int(line.split()[4].split("/")[0]) for line in
+        steps = [int(line.split("][")[1].split("/")[0]) + 1 for line in
                  (tmp_path / f"{name}.log").read_text().splitlines()
-                 if line.startswith("Epoch")]
+                 if line.startswith("Epoch: [0][")]
         assert steps == sorted(set(steps)) and steps[-1] == 16, (name, steps)
     assert 'gpufair_actions_total{kind="Preempt",outcome="ok"}' in metrics
     assert "gpufair_round_seconds_count" in metrics and "gpufair_tenant_gpus" in metrics
@@ -124,6 +124,7 @@ def _prime_fifo_reclaim(cluster: Cluster, tmp_path: Path) -> tuple[list[str], li
     cluster.wait_for("r1, r2 running",
                      lambda: all(cluster.jobs()[j]["job_state"] == "RUNNING" for j in running),
                      30)
+    time.sleep(2.5)   # a few training steps in their logs
     return waiting, running
 
 
@@ -223,6 +224,11 @@ def test_dry_run_of_a_live_snapshot_is_reproducible_and_changes_nothing(cluster:
     before = slurm_state()
     snap = cluster.run(*cli, "snapshot", "--slurm", "--config", str(config))
     (tmp_path / "snap.json").write_text(snap.stdout)
+    # the snapshot carries what the profiler measured in the running jobs' logs
+    measured = {j["id"]: j for j in json.loads(snap.stdout)["jobs"]}
+    for job_id in running:
+        assert measured[job_id]["progress"]["iterations_done"] >= 1
+        assert {t["gpu_type"] for t in measured[job_id]["throughput"]} in ({"v100"}, {"k80"})
     assert cluster.run(*cli, "validate", str(tmp_path / "snap.json")).returncode == 0
     outputs = [cluster.run(*cli, "dry-run", str(tmp_path / "snap.json"), "--policy", "fifo",
                            "--json").stdout for _ in range(2)]

@@ -8,12 +8,17 @@ ckpt="$1/$SLURM_JOB_NAME.ckpt"
 steps=$2
 step_s=${3:-0.5}
 i=$(cat "$ckpt" 2>/dev/null || echo 0)
-echo "run start job=$SLURM_JOB_ID restart=${SLURM_RESTART_COUNT:-0} from_step=$i gpus=${CUDA_VISIBLE_DEVICES:-none} node=$SLURMD_NODENAME"
+echo "run start job=$SLURM_JOB_ID restart=${SLURM_RESTART_COUNT:-0} from_step=$i gpus=${CUDA_VISIBLE_DEVICES:-none} node=${SLURMD_NODENAME:-?}"
 trap 'echo "caught USR1: checkpoint at step $i"' USR1
+# progress lines in the PyTorch ImageNet example's format, which gpufair's profiler reads
 while (( i < steps )); do
+  t0=$EPOCHREALTIME
   sleep "$step_s" & wait $!
   i=$((i + 1))
   echo "$i" > "$ckpt.tmp" && mv "$ckpt.tmp" "$ckpt"
-  echo "Epoch 0 | step $i/$steps | loss $(( 1000 / (i + 1) )) | ${step_s} s/it"
+  dt=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+  loss=$(awk -v i="$i" 'BEGIN { printf "%.4f", 7 / (1 + i) }')
+  printf 'Epoch: [0][%3d/%d]\tTime %6s (%6s)\tLoss %s (%s)\n' $((i - 1)) "$steps" "$dt" "$dt" \
+    "$loss" "$loss"
 done
 echo "run done job=$SLURM_JOB_ID"
