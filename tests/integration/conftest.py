@@ -9,7 +9,9 @@ plus slurmrestd) in a private directory and ports, and tears down exactly what i
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +26,21 @@ def _missing() -> list[str]:
             if shutil.which(b) is None]
 
 
+def _free_port_block(size: int) -> int:
+    """A run of ``size`` free TCP ports on 127.0.0.1 (random start: parallel runs differ)."""
+    rng = random.Random(os.getpid())
+    for _ in range(200):
+        start = rng.randrange(20000, 40000, size)
+        try:
+            for port in range(start, start + size):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return start
+    raise RuntimeError("no free block of TCP ports for the loopback Slurm")
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     missing = _missing()
@@ -33,8 +50,9 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
             pytest.fail(message)
         pytest.skip(message)
     base = Path(f"/tmp/gpufair-it-{os.getpid()}")
-    env = dict(os.environ, SLURM_LO_BASE=str(base), SLURM_LO_PORT0="17251",
-               SLURM_LO_CTLD_PORT="16951", SLURM_LO_RESTD_PORT="6951",
+    port0 = _free_port_block(6)   # slurmctld, slurmrestd, 4 slurmd: no clash with other runs
+    env = dict(os.environ, SLURM_LO_BASE=str(base), SLURM_LO_CTLD_PORT=str(port0),
+               SLURM_LO_RESTD_PORT=str(port0 + 1), SLURM_LO_PORT0=str(port0 + 2),
                GPUFAIR_PYTHON=sys.executable, SLURM_CONF=str(base / "etc" / "slurm.conf"))
     env.pop("SLURM_JOB_ID", None)
     up = subprocess.run(["bash", str(SCRIPTS / "up.sh"), "--hard", "--restd"], env=env,
@@ -42,7 +60,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
     try:
         if up.returncode != 0:
             pytest.fail(f"loopback Slurm did not come up:\n{up.stdout}\n{up.stderr}")
-        yield Cluster(base, env, 6951)
+        yield Cluster(base, env, port0 + 1)
     finally:
         subprocess.run(["bash", str(SCRIPTS / "down.sh"), "--purge"], env=env,
                        capture_output=True, text=True, timeout=120, check=False)

@@ -239,6 +239,14 @@ def test_dry_run_of_a_live_snapshot_is_reproducible_and_changes_nothing(cluster:
     raw = [cluster.run(*cli, "dry-run", "--squeue", str(tmp_path / "sq.json"), "--sinfo",
                        str(tmp_path / "si.json"), "--partitions", "gpu", "--json", check=False)]
     assert raw[0].returncode == 2 and "sq.json" in raw[0].stderr   # missing file: named
+    # the daemon's --dry-run: journals and logs the same decisions, sends nothing
+    serve = cluster.run(*cli, "serve", "--config", str(config), "--dry-run", "--rounds", "2")
+    journal = Store(tmp_path / "state.db").journal()
+    assert {e.status for e in journal} == {"skipped"}
+    assert sorted((type(e.action).__name__, e.action.job_id) for e in journal
+                  if e.round_id == 1) == sorted([("Preempt", running[0]), ("Preempt", running[1]),
+                                                 ("Start", waiting[0]), ("Start", waiting[1])])
+    assert '"would preempt job' in serve.stderr
     time.sleep(3)   # two of Slurm's scheduling passes
     assert slurm_state() == before
 
