@@ -50,14 +50,21 @@ class ShockwaveSettings:
     reoptimize_every: int = 8        # rounds before a forced re-plan (the artifact's REOPT)
     accordion_regimes: int = 2       # K of an Accordion job
     gang_aware_makespan: bool = False  # H's spread term Σ n_j R_j / M instead of Σ R_j / M
-    keep_running_bonus: float = 0.5  # round 1 counts a running job's budget 1 + this times
+    keep_running_bonus: float = 2.0  # round 1 counts a running job's budget 1 + this times
+    # reactive: a batch-size change re-plans at once (paper default); lazy: it waits for the
+    # next arrival, completion or forced re-plan (the artifact's behaviour)
+    mode: str = "reactive"
+    # the artifact's piecewise-linear log over these progress breakpoints (log 0 = log 1e-6);
+    # empty: the exact log, which the tabulation makes free
+    log_approximation_bases: tuple[float, ...] = ()
 
     # artifact spelling -> our name; keys mapped to None are accepted and unused
     _ARTIFACT: ClassVar[dict[str, str | None]] = {
                  "future_rounds": "window_rounds", "k": "makespan_weight_per_s",
                  "lambda": "ftf_exponent", "solver_rel_gap": "solver_rel_gap",
                  "solver_num_threads": "solver_threads", "solver_timeout": "solver_timeout_s",
-                 "rhomax": None, "log_approximation_bases": None, "gpu_ram": None}
+                 "rhomax": None, "log_approximation_bases": "log_approximation_bases",
+                 "gpu_ram": None}
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], source: str = "shockwave options"
@@ -71,7 +78,7 @@ class ShockwaveSettings:
             if name not in own:
                 raise InputError(source, f"unknown option; expected one of {sorted(own)} or "
                                  f"the artifact's {sorted(cls._ARTIFACT)}", field=key)
-            values[name] = value
+            values[name] = tuple(value) if isinstance(value, list) else value
         try:
             settings = cls(**values)
             settings._check()
@@ -80,6 +87,8 @@ class ShockwaveSettings:
         return settings
 
     def _check(self) -> None:
+        if self.mode not in ("reactive", "lazy"):
+            raise ValueError(f"mode must be 'reactive' or 'lazy', not {self.mode!r}")
         if self.window_rounds < 1 or self.reoptimize_every < 1:
             raise ValueError("window_rounds and reoptimize_every must be >= 1")
         if self.ftf_exponent < 0 or self.makespan_weight < 0:
@@ -139,7 +148,7 @@ class ShockwavePolicy:
             history = st.regimes.setdefault(job.id, [(job.batch_size or 0, 0.0)])
             if job.batch_size != st.batch_seen.get(job.id, job.batch_size):
                 history.append((job.batch_size or 0, float(job.progress.epochs_done)))
-                changed = True
+                changed |= self.settings.mode == "reactive"
             st.batch_seen[job.id] = job.batch_size
         active = {j.id for j in jobs}
         for table in (st.regimes, st.contention, st.batch_seen):
@@ -245,6 +254,14 @@ class ShockwavePolicy:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+def _log(util: np.ndarray, bases: Sequence[float]) -> np.ndarray:
+    """log(max(ε, u)), or the artifact's interpolation of it between ``bases`` (u capped at 1)."""
+    if not bases:
+        return np.log(np.maximum(EPS, util))
+    points = np.asarray(sorted(bases), dtype=float)
+    return np.interp(np.minimum(util, points[-1]), points, np.log(np.maximum(EPS, points)))
+
+
 def _runs(row: list[bool] | None, t: int) -> bool:
     return bool(row) and t < len(row) and row[t]
 
@@ -291,7 +308,7 @@ def _rows(rows: Sequence[tuple[np.ndarray, np.ndarray, float]], n: int
 
 
 def _layout(views: Sequence[JobView], counts: np.ndarray, gpus: int, horizon: int,
-            keep_bonus: float = 0.5) -> np.ndarray | None:
+            keep_bonus: float = 2.0) -> np.ndarray | None:
     """Lay round counts out over the window, or None if no packing tried fits them.
 
     Only the counts enter the objective; the layout decides who runs now, because only the
@@ -364,7 +381,7 @@ class Market:
                 util = (done + progress) / total
             else:
                 util = np.minimum(1.0, s * d / max(view.remaining_s, d))
-            self.log_util.append(np.log(np.maximum(EPS, util)))
+            self.log_util.append(_log(util, self.settings.log_approximation_bases))
             self.remaining.append(np.maximum(0.0, view.remaining_s - s * d))
 
     @property
