@@ -42,6 +42,7 @@ class _Tracked:
     stream: LogStream | tensorboard_events.EventFileSource | None
     accumulator: Accumulator
     events: dict[str, int]
+    regimes: int = 0
 
 
 class Profiler:
@@ -68,6 +69,10 @@ class Profiler:
             report = tracked.accumulator.report(
                 None if stream is None else stream.family,
                 None if stream is None else stream.stats)
+            if tracked.accumulator.batch_regimes != tracked.regimes:
+                # a new batch size: what was measured before describes another job
+                self.model.forget(log.job_id)
+                tracked.regimes = tracked.accumulator.batch_regimes
             fresh = tracked.accumulator.take_fresh()
             if fresh is not None and log.gpu_type and log.gpus:
                 self.model.observe(log.job_id, log.gpu_type, log.gpus, fresh.value,

@@ -26,12 +26,35 @@ class Regime:
     values: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     weights: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     cause: str = "start"
+    _cached: Estimate | None = None
+    _stale: int = 0
+
+    def add(self, value: float, weight: float) -> None:
+        self.values.append(value)
+        self.weights.append(weight)
+        self._stale += 1
 
     def estimate(self) -> Estimate | None:
-        return robust_mean(list(self.values), list(self.weights))
+        """Robust mean of the window; recomputed only after enough new values.
+
+        A sort of the window per sample would dominate parsing; the estimate moves little
+        with one more value, so it is refreshed after max(4, half the window) new ones
+        (``final_estimate`` refreshes at once, for reports).
+        """
+        if self._stale and (self._cached is None
+                            or self._stale >= max(4, len(self.values) // 2)):
+            self._cached = robust_mean(list(self.values), list(self.weights))
+            self._stale = 0
+        return self._cached
+
+    def final_estimate(self) -> Estimate | None:
+        if self._stale:
+            self._cached = robust_mean(list(self.values), list(self.weights))
+            self._stale = 0
+        return self._cached
 
     def as_dict(self) -> dict[str, Any]:
-        est = self.estimate()
+        est = self.final_estimate()
         return {"start_step": self.start_step, "end_step": self.end_step,
                 "batch_size": self.batch_size, "cause": self.cause,
                 "iter_time_s": None if est is None else est.value,
@@ -71,8 +94,7 @@ class RegimeTracker:
         if cur.batch_size is None and len(cur.values) >= self.confirm and self._shifted(
                 cur, step, seconds, weight):
             return
-        cur.values.append(seconds)
-        cur.weights.append(weight)
+        cur.add(seconds, weight)
 
     def _shifted(self, cur: Regime, step: int, seconds: float, weight: float) -> bool:
         """Hold values far from the regime; open a new regime once ``confirm`` agree."""
@@ -86,8 +108,7 @@ class RegimeTracker:
         first = self._pending[0][0]
         new = Regime(first, step, None, cause="throughput")
         for _, v, w in self._pending:
-            new.values.append(v)
-            new.weights.append(w)
+            new.add(v, w)
         self._pending.clear()
         self.regimes.append(new)
         return True

@@ -85,7 +85,7 @@ class Accumulator:
         self._whole_run: float | None = None
         self._warmup_spi: float | None = None
         self._report = JobReport(family=None)
-        self._fresh: list[float] = []
+        self._fresh: list[tuple[int, float]] = []
 
     def seed(self, last_step: int) -> None:
         """Resume after a daemon restart: the step the previous process had reached."""
@@ -164,7 +164,7 @@ class Accumulator:
             self._warmup_spi = spi
             return
         self.regimes.observe_time(step or self._last_step or 0, spi)
-        self._fresh.append(spi)
+        self._fresh.append((len(self.regimes.regimes), spi))
 
     def _cumulative(self, s: Sample, avg: float, step: int) -> None:
         key = s.epoch if s.epoch is not None else 0.0
@@ -183,22 +183,39 @@ class Accumulator:
         period = self._period
         if period is not None and (window := period.window()) is not None:
             self.regimes.observe_time(period.step, window[0], float(window[1]))
-            self._fresh.append(window[0])
+            self._fresh.append((len(self.regimes.regimes), window[0]))
         self._period = None
 
     def take_fresh(self) -> Estimate | None:
-        """The robust iteration time over what was timed since the last call (one round)."""
+        """The robust iteration time over what was timed since the last call (one round).
+
+        A batch-size change mid-round splits the round: only the new regime's times count.
+        A throughput shift alone does not (it is what a move to another GPU type looks like,
+        and the caller knows the placement of the round).
+        """
         fresh, self._fresh = self._fresh, []
-        return robust_mean(fresh)
+        cur = self.regimes.current
+        if cur is not None and cur.cause == "batch_size":
+            current = len(self.regimes.regimes)
+            return robust_mean([v for r, v in fresh if r == current])
+        return robust_mean([v for _, v in fresh])
+
+    @property
+    def batch_regimes(self) -> int:
+        """How many regimes began with a batch-size change (not a mere speed shift)."""
+        return sum(1 for r in self.regimes.regimes if r.cause == "batch_size")
 
     def estimate(self) -> tuple[Estimate, str] | None:
         """The job's own whole-run average when it printed one, else the current regime's."""
         if self._whole_run is not None:
             return Estimate(self._whole_run, 1, 0, 0.0), "whole_run"
         cur = self.regimes.current
+        window = None if self._period is None else self._period.window()
+        if window is None and cur is not None and (est := cur.final_estimate()) is not None:
+            return est, "window"
         values = list(cur.values) if cur else []
         weights = list(cur.weights) if cur else []
-        if self._period is not None and (window := self._period.window()) is not None:
+        if window is not None:
             values.append(window[0])
             weights.append(float(window[1]))
         if values and (est := robust_mean(values, weights)) is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 HEAD_BYTES = 64
 MAX_BYTES = 8 << 20
@@ -31,7 +31,8 @@ class Position:
     head_len: int = 0
 
     def as_dict(self) -> dict[str, int | str]:
-        return asdict(self)
+        return {"dev": self.dev, "ino": self.ino, "offset": self.offset, "head": self.head,
+                "head_len": self.head_len}
 
     @classmethod
     def from_dict(cls, data: dict) -> Position:

@@ -24,7 +24,7 @@ class DeepSpeedParser(Parser):
     family = "deepspeed"
     signature = re.compile(r"RunningAvgSamplesPerSec=|\bstep=\d+, skipped=\d+, lr=")
     pattern = re.compile(rf"^(?:{_TPUT}|{_STEP}|{_CONFIG})", re.M)
-    keywords = ("SamplesPerSec=",)
+    keywords = ("CurrSamplesPerSec=",)
 
     def convert(self, m: re.Match[str]) -> Sample | None:
         if m.group("batch") is not None:

@@ -23,7 +23,10 @@ _ITEM = re.compile(r"'(\w+)': '?([-+\d.eE]+|nan|inf)'?")
 
 class HfTrainerParser(Parser):
     family = "hf_trainer"
-    signature = re.compile(r"^\{'(?:loss|train_runtime|eval_loss)': |train_steps_per_second")
+    # a bare tqdm bar (no "Epoch N:" prefix, which is Lightning's) is the Trainer's too: its
+    # first metric dict may come only after logging_steps (500 by default)
+    signature = re.compile(r"^\{'(?:loss|train_runtime|eval_loss)': |train_steps_per_second|"
+                           r"^\s*\d+%\|[^|]*\|\s*\d+/\d+ \[")
     pattern = re.compile(rf"^[^\S\n\r]*(?:{_DICT}|{_TQDM})", re.M)
 
     def convert(self, m: re.Match[str]) -> Sample | None:

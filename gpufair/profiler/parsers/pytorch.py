@@ -18,15 +18,17 @@ _IMAGENET = (r"(?:(?P<test>Test: ?)|Epoch: \[(?P<ep>\d+)\])\[\s*(?P<i>\d+)/\s*(?
              r"\s+Time\s+(?P<t>[\d.]+)\s+\(\s*[\d.]+\)(?:.*?Loss\s+(?P<iloss>\S+))?")
 _WORDLM = (r"\| epoch\s+(?P<wep>\d+) \|\s*(?P<wi>\d+)/\s*(?P<wn>\d+) batches \|.*?"
            r"ms/batch\s+(?P<ms>[\d.]+)(?: \| loss\s+(?P<wloss>\S+))?")
-_PLAIN = (r"(?i:\b(?:iter(?:ation)?|step))\s*[:=#]?\s*(?P<ps>\d+)(?:\s*/\s*(?P<pn>\d+))?"
-          r"(?P<rest>[^\n\r]*?(?i:loss)[^\n\r]*)")
+_PLAIN = (r"\b(?:[Ii]ter(?:ation)?|ITER|[Ss]tep|STEP)\s*[:=#]?\s*(?P<ps>\d+)"
+          r"(?:\s*/\s*(?P<pn>\d+))?(?P<rest>[^\n\r]*?(?:[Ll]oss|LOSS)[^\n\r]*)")
 
-_REST_TIME = re.compile(r"(?i)\b(?:time|t|step_time|iter_time)\s*[:=]?\s*([\d.]+)\s*(ms|s)?\b")
-_REST_SPI = re.compile(r"([\d.]+)\s*(?:s/it|sec/it|s/iter)\b")
-_REST_IPS = re.compile(r"([\d.]+)\s*it/s\b")
-_REST_SPS = re.compile(r"(?i)([\d.]+)\s*(?:samples|examples|images|img)/s(?:ec)?\b")
-_REST_BATCH = re.compile(r"(?i)\b(?:batch[_ ]size|bs)\s*[:=]?\s*(\d+)")
-_REST_LOSS = re.compile(r"(?i)loss\s*[:=]?\s*([-+\d.eE]+|nan|inf)")
+# the fields a plain line may carry after its step, in one pass (first of each kind wins)
+_REST = re.compile(
+    r"\b(?:(?:[Tt]ime|t|step_time|iter_time)\s*[:=]?\s*(?P<tv>[\d.]+)\s*(?P<tu>ms|s)?\b"
+    r"|(?P<spi>[\d.]+)\s*(?:s/it|sec/it|s/iter)\b"
+    r"|(?P<ips>[\d.]+)\s*it/s\b"
+    r"|(?P<sps>[\d.]+)\s*(?:samples|examples|images|img)/s(?:ec)?\b"
+    r"|(?:[Bb]atch[_ ][Ss]ize|bs)\s*[:=]?\s*(?P<bs>\d+)"
+    r"|[Ll]oss\s*[:=]?\s*(?P<loss>[-+\d.eE]+|nan|inf))")
 
 
 class PyTorchParser(Parser):
@@ -55,22 +57,21 @@ class PyTorchParser(Parser):
         return self._plain(m)
 
     def _plain(self, m: re.Match[str]) -> Sample:
-        rest = m.group("rest")
         sample = Sample(step=int(m.group("ps")), total_steps=integer(m.group("pn")))
-        tm = _REST_TIME.search(rest)
-        if tm is not None:
-            value = float(tm.group(1))
-            sample.iter_time_s = value / 1000.0 if tm.group(2) == "ms" else value
-        elif (spi := _REST_SPI.search(rest)) is not None:
-            sample.iter_time_s = float(spi.group(1))
-        elif (ips := _REST_IPS.search(rest)) is not None:
-            sample.steps_per_s = float(ips.group(1))
-        if (sps := _REST_SPS.search(rest)) is not None:
-            sample.samples_per_s = float(sps.group(1))
-        if (bm := _REST_BATCH.search(rest)) is not None:
-            sample.batch_size = int(bm.group(1))
-        if (lm := _REST_LOSS.search(rest)) is not None:
-            sample.loss = _loss(lm.group(1))
+        for f in _REST.finditer(m.group("rest")):
+            tv, spi, ips, sps, bs, loss = f.group("tv", "spi", "ips", "sps", "bs", "loss")
+            if tv is not None and sample.iter_time_s is None:
+                sample.iter_time_s = float(tv) / 1000.0 if f.group("tu") == "ms" else float(tv)
+            elif spi is not None and sample.iter_time_s is None:
+                sample.iter_time_s = float(spi)
+            elif ips is not None and sample.steps_per_s is None:
+                sample.steps_per_s = float(ips)
+            elif sps is not None and sample.samples_per_s is None:
+                sample.samples_per_s = float(sps)
+            elif bs is not None and sample.batch_size is None:
+                sample.batch_size = int(bs)
+            elif loss is not None and sample.loss is None:
+                sample.loss = _loss(loss)
         return sample
 
 
