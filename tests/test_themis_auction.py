@@ -165,3 +165,36 @@ def test_rounding_rules() -> None:
     assert round_share(1 - 1e-12, 3, [3], "floor", rng) == 3
     with pytest.raises(ValueError):
         round_share(0.5, 2, [1, 2], "bogus", rng)
+
+
+def test_knapsack_dp_matches_brute_force_and_milp() -> None:
+    """One pool (one GPU type, no placement rows): the DP's PF and c_i equal brute force."""
+    rng = random.Random(11)
+    for trial in range(30):
+        bids = []
+        for i in range(1 + trial % 5):
+            old = rng.uniform(1.5, 6.0)
+            rows = tuple(BidRow({"gpus": k}, k, old / (1 + k * rng.uniform(0.2, 1.5)), k)
+                         for k in sorted(rng.sample((1, 2, 3, 4), rng.randint(1, 3))))
+            bids.append(Bid(f"a{i}", old, rows))
+        capacity = {"gpus": rng.randint(1, 6)}
+        exact = partial_allocation(bids, capacity, brute_force=True)
+        dp = partial_allocation(bids, capacity)
+        milp = partial_allocation(bids, capacity, AuctionOptions(backend="highs",
+                                                                 knapsack=False))
+        assert dp.backends == {"knapsack"} and milp.backends == {"highs"}
+        assert dp.objective == pytest.approx(exact.objective, abs=1e-9)
+        assert milp.objective == pytest.approx(exact.objective, abs=1e-7)
+        for app in exact.c:
+            if dp.chosen[app] == exact.chosen[app]:
+                assert dp.c[app] == pytest.approx(exact.c[app], abs=1e-9)
+        assert sum(r.gpus for r in dp.chosen.values() if r) <= capacity["gpus"]
+
+
+def test_t1_in_compact_form_on_the_knapsack_path() -> None:
+    bids = [Bid("A1", 4.0, (BidRow({"m": 1}, 1, 2.0), BidRow({"m": 2}, 2, 1.0))),
+            Bid("A2", 2.0, (BidRow({"m": 1}, 1, 1.5), BidRow({"m": 2}, 2, 1.2)))]
+    result = partial_allocation(bids, {"m": 2})
+    assert result.backends == {"knapsack"}
+    assert result.chosen["A1"].gpus == 2 and result.chosen["A2"] is None
+    assert result.c == pytest.approx({"A1": 0.6, "A2": 1.0})

@@ -35,6 +35,7 @@ class Offer:
     topology: Topology
     free: Mapping[Pool, int] = field(default_factory=dict)
     parents: Mapping[Pool, Pool | None] = field(default_factory=dict)
+    kids: Mapping[Pool, tuple[Pool, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, gpus: Sequence[str], topology: Topology) -> Offer:
@@ -48,7 +49,12 @@ class Offer:
             for node, parent in zip(chain, [*chain[1:], None], strict=True):
                 free[node] = free.get(node, 0) + 1
                 parents[node] = parent
-        return cls(tuple(gpus), topology, free, parents)
+        kids: dict[Pool, list[Pool]] = {}
+        for node, parent in parents.items():
+            if parent is not None:
+                kids.setdefault(parent, []).append(node)
+        return cls(tuple(gpus), topology, free, parents,
+                   {k: tuple(v) for k, v in kids.items()})
 
     def uses(self, pool: Pool, k: int) -> dict[Pool, int]:
         out: dict[Pool, int] = {}
@@ -58,8 +64,8 @@ class Offer:
             node = self.parents[node]
         return out
 
-    def children(self, pool: Pool) -> list[Pool]:
-        return [n for n, p in self.parents.items() if p == pool]
+    def children(self, pool: Pool) -> tuple[Pool, ...]:
+        return self.kids.get(pool, ())
 
     def span_level(self, pool: Pool, k: int) -> str:
         """The worst placement level k GPUs drawn from ``pool`` can end up at."""

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from gpufair.policy.solver import LinearProgram, SolveOptions, solve
+from gpufair.policy.solver import LinearProgram, SolveOptions, Status, solve
 
 ROUNDING_MODES = ("stochastic", "floor", "nearest")
 _C_SNAP = 1e-9
@@ -61,6 +61,13 @@ class AuctionOptions:
     seed: int = 0
     rho_cap_abs: float = 1e3
     rho_cap_factor: float = 10.0
+    #: Wall-time budget of one auction's MILP solves (PF + payments), None = exact. When it
+    #: runs out, re-solves stop at their incumbent (spec U21), which under-estimates
+    #: OPT(P without i) and so errs towards c_i = 1, in the winner's favour.
+    budget_s: float | None = 10.0
+    #: Use the exact knapsack DP when every row draws from one pool (one GPU type, no
+    #: placement-specific rows); otherwise, and when False, the MILP.
+    knapsack: bool = True
 
 
 @dataclass
@@ -73,6 +80,7 @@ class AuctionResult:
     solves: int = 0
     solve_s: float = 0.0
     backends: set[str] = field(default_factory=set)
+    inexact: int = 0  # solves stopped by a time limit (incumbent used)
 
     def expected_gpus(self) -> dict[str, float]:
         return {a: (r.gpus * self.c[a] if r else 0.0) for a, r in self.chosen.items()}
@@ -138,6 +146,20 @@ def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[
     b_ub = np.concatenate([np.ones(len(bids)), np.array([float(capacity[k]) for k in keys])])
     owner_arr = np.array(owner, dtype=int)
     incumbent: dict[str, np.ndarray] = {}
+    started = time.perf_counter()
+    progress = {"winners": 0, "done": 0}
+
+    def limit() -> float | None:
+        """PF gets half the budget; payments share what is left evenly."""
+        if options.budget_s is None:
+            return options.time_limit_s
+        left = options.budget_s - (time.perf_counter() - started)
+        if "x" in incumbent:
+            left /= max(1, progress["winners"] - progress["done"])
+            progress["done"] += 1
+        else:
+            left /= 2
+        return min(options.time_limit_s or math.inf, max(0.01, left))
 
     def optimise(apps: Sequence[int]) -> tuple[float, dict[int, int | None]]:
         constant = sum(base[i] for i in apps)
@@ -151,17 +173,19 @@ def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[
                                 integrality=np.ones(n, dtype=bool), maximize=True,
                                 constant=constant, name="themis_pf")
         sol = solve(problem, SolveOptions(backend=options.backend, mip_gap=0.0,
-                                          time_limit_s=options.time_limit_s,
+                                          time_limit_s=limit(),
                                           threads=options.threads, seed=options.seed,
                                           warm_start=warm))
         stats.solves += 1
         stats.solve_s += sol.solve_time_s
         stats.backends.add(sol.backend)
+        stats.inexact += sol.status is not Status.OPTIMAL
         if not sol.ok:  # never fail a round: the empty allocation is always feasible
             return constant, {}
         x = np.round(sol.x)
         if "x" not in incumbent:
             incumbent["x"] = x
+            progress["winners"] = len({owner[k] for k in np.flatnonzero(x > 0.5)})
         chosen = {int(owner[k]): int(row_of[k]) for k in np.flatnonzero(x > 0.5)}
         return float(constant + gain @ x), chosen
 
@@ -199,6 +223,67 @@ def _brute_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list
     return optimise
 
 
+def _single_pool(bids: Sequence[Bid], capacity: Mapping[Hashable, int]) -> Hashable | None:
+    """The one resource every row draws from, if there is exactly one (else None)."""
+    keys = {k for b in bids for r in b.rows for k in r.uses}
+    return next(iter(keys)) if len(keys) == 1 and next(iter(keys)) in capacity else None
+
+
+def _knapsack_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[float],
+                        cap: int) -> Optimizer:
+    """Exact PF when all rows draw from one pool: a multiple-choice knapsack by DP.
+
+    Prefix tables F_i[c] (best value of apps < i within c GPUs) and suffix tables make every
+    "without i" optimum an O(C) max-plus join, so the payments of all winners cost about as
+    much as one PF solve — the case of one-GPU-per-server clusters and placement-insensitive
+    models, where the MILP's branch and bound spends its time on symmetric optima.
+    """
+    n = len(bids)
+    sizes = [[next(iter(r.uses.values())) for r in b.rows] for b in bids]
+
+    def step(table: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+        best = table + base[i]
+        pick = np.full(cap + 1, -1, dtype=int)
+        for b, (k, w) in enumerate(zip(sizes[i], weights[i], strict=True)):
+            if k > cap:
+                continue
+            cand = np.full(cap + 1, -np.inf)
+            cand[k:] = table[: cap + 1 - k] + w
+            better = cand > best + 1e-12
+            best = np.where(better, cand, best)
+            pick = np.where(better, b, pick)
+        return best, pick
+
+    prefix = [np.zeros(cap + 1)]
+    picks = []
+    for i in range(n):
+        table, pick = step(prefix[-1], i)
+        prefix.append(table)
+        picks.append(pick)
+    suffix = [np.zeros(cap + 1)] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        suffix[i] = step(suffix[i + 1], i)[0]
+
+    def optimise(apps: Sequence[int]) -> tuple[float, dict[int, int | None]]:
+        missing = sorted(set(range(n)) - set(apps))
+        if not missing:
+            chosen: dict[int, int | None] = {}
+            c = cap
+            for i in range(n - 1, -1, -1):  # backtrack the prefix tables
+                b = int(picks[i][c])
+                if b >= 0:
+                    chosen[i] = b
+                    c -= sizes[i][b]
+            return float(prefix[n][cap]), chosen
+        if len(missing) > 1:
+            raise ValueError("the knapsack optimiser answers PF and PF-without-one only")
+        i = missing[0]
+        joined = prefix[i] + suffix[i + 1][::-1]  # F_i[c] + B_{i+1}[C - c]
+        return float(joined.max()), {}
+
+    return optimise
+
+
 def partial_allocation(bids: Sequence[Bid], capacity: Mapping[Hashable, int],
                        options: AuctionOptions | None = None, *, brute_force: bool = False
                        ) -> AuctionResult:
@@ -209,8 +294,12 @@ def partial_allocation(bids: Sequence[Bid], capacity: Mapping[Hashable, int],
     weights = [[_weight(r.rho, cap) for r in b.rows] for b in bids]
     result = AuctionResult({}, {}, 0.0)
     started = time.perf_counter()
+    pool = _single_pool(bids, capacity) if options.knapsack else None
     if brute_force:
         optimise = _brute_optimizer(bids, weights, base, capacity)
+    elif pool is not None:
+        optimise = _knapsack_optimizer(bids, weights, base, int(capacity[pool]))
+        result.backends.add("knapsack")
     else:
         optimise = _milp_optimizer(bids, weights, base, capacity, options, result)
     chosen, c, opt = _run_pa(bids, weights, base, optimise)
@@ -218,7 +307,7 @@ def partial_allocation(bids: Sequence[Bid], capacity: Mapping[Hashable, int],
                      for i, b in enumerate(bids)}
     result.c = {b.app: c[i] for i, b in enumerate(bids)}
     result.objective = opt
-    if brute_force:
+    if brute_force or pool is not None:
         result.solve_s = time.perf_counter() - started
     return result
 
