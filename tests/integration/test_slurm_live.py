@@ -77,24 +77,31 @@ def test_daemon_starts_preempts_and_resumes_as_the_policy_says(cluster: Cluster,
     store = Store(store_path)
     journal = store.journal()
     assert not [e for e in journal if e.status == "failed"], journal
-    preempts = {k: sum(1 for e in journal if e.action.job_id == k and e.status == "done"
-                       and type(e.action).__name__ == "Preempt") for k in ids}
-    # every requeue Slurm counted was one of gpufair's preemptions, each exactly once
-    assert {k: jobs[k]["restart_cnt"] for k in ids} == preempts
-    assert sum(preempts.values()) >= 2, "LAS should have preempted the first two jobs"
+    done = [e for e in journal if e.status == "done"]
+
+    def count(job_id: str, *kinds: str) -> int:
+        return sum(1 for e in done if e.action.job_id == job_id
+                   and type(e.action).__name__ in kinds)
+
+    # every requeue Slurm counted was one of gpufair's (a preemption, or a move, which is a
+    # requeue and a restart elsewhere), each exactly once
+    requeues = {k: count(k, "Preempt", "Migrate", "Resize") for k in ids}
+    assert {k: jobs[k]["restart_cnt"] for k in ids} == requeues
+    assert sum(count(k, "Preempt") for k in ids) >= 2, "LAS should have preempted two jobs"
     # no race in hard mode: every run of a job (one PrologSlurmctld each; slurmd skips its
-    # Prolog when a requeued job returns to a node it ran on) is one of gpufair's Starts, on
-    # nodes the plan chose
+    # Prolog when a requeued job returns to a node it ran on) is one of gpufair's Starts or
+    # moves, on nodes the plan chose
     events = store.events()
     for job_id in ids:
-        starts = [e for e in journal if e.action.job_id == job_id and e.status == "done"
-                  and type(e.action).__name__ == "Start"]
-        planned = {g.rpartition(":")[0] for s in starts for g in s.action.gpu_ids}
+        placed = [e for e in done if e.action.job_id == job_id
+                  and type(e.action).__name__ in ("Start", "Migrate", "Resize")]
+        planned = {g.rpartition(":")[0] for e in placed for g in e.action.gpu_ids}
         runs = [e for e in events if e.get("job_id") == job_id
                 and e["kind"] == "prolog-slurmctld"]
-        assert len(runs) == len(starts) == preempts[job_id] + 1, (job_id, runs, starts)
+        assert len(runs) == len(placed) == requeues[job_id] + 1, (job_id, runs, placed)
         for run in runs:
             assert set(expand_hostlist(run["nodelist"])) <= planned, (run, planned)
+    moves = sum(count(k, "Migrate", "Resize") for k in ids)
     # the jobs really trained: each resumed from its checkpoint and finished all 16 steps
     for name in ids.values():
         steps = [int(line.split("][")[1].split("/")[0]) + 1 for line in
@@ -106,7 +113,8 @@ def test_daemon_starts_preempts_and_resumes_as_the_policy_says(cluster: Cluster,
     latencies = [r["latency_s"] for r in store.rounds() if r["latency_s"] is not None]
     acting = [r["latency_s"] for r in store.rounds()
               if r["latency_s"] is not None and any(e.round_id == r["id"] for e in journal)]
-    print(f"\nround latency over {len(latencies)} rounds: p50 "
+    print(f"\n{moves} moves (requeue + restart elsewhere) in the LAS run")
+    print(f"round latency over {len(latencies)} rounds: p50 "
           f"{statistics.median(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms;"
           f" rounds with actions: p50 {statistics.median(acting) * 1000:.0f} ms")
     log_lines = [json.loads(line) for line in (tmp_path / "daemon.log").read_text().splitlines()]
