@@ -198,3 +198,16 @@ def test_canonical_trace_against_artifact_row(canonical_trace, tacc):
     assert m.unfair_fraction["1.1"] <= 0.05
     assert m.avg_jct_s <= 1.10 * 9958
     assert max(seconds for _, seconds, _, _ in policy.solve_log) < 15.0
+
+
+def test_artifact_budget_is_flat_until_behind_target():
+    policy = ShockwavePolicy(PolicyConfig(round_s=60.0, options={"budget": "artifact"}))
+    jobs = [job("a", epochs=10, rate=1.0), job("b", epochs=10, rate=1.0)]
+    state = cluster(jobs, gpus=2, now=0.0)
+    policy.schedule(state, 0.0)  # the job set appears: targets recorded
+    assert policy._view(jobs[0], 0.0, 2).weight == 1.0
+    # 10 epochs of 100 s each, alone on a GPU: on target at arrival, far behind after 5000 s
+    late = policy._view(jobs[0], 5000.0, 2)
+    assert late.weight > 1.0
+    with pytest.raises(InputError, match="budget"):
+        ShockwaveSettings.from_options({"budget": "nope"})

@@ -54,6 +54,11 @@ class ShockwaveSettings:
     # reactive: a batch-size change re-plans at once (paper default); lazy: it waits for the
     # next arrival, completion or forced re-plan (the artifact's behaviour)
     mode: str = "reactive"
+    # paper: budget rho_hat^k (eq. 9); artifact: its finish-time targets, budget 1 until the
+    # projected finish passes rhomax x target, then (projected / target)^k (^100 in the last
+    # round); the artifact uses it in the fallback of its hard-constraint formulation
+    budget: str = "paper"
+    rhomax: float = 1.0
     # the artifact's piecewise-linear log over these progress breakpoints (log 0 = log 1e-6);
     # empty: the exact log, which the tabulation makes free
     log_approximation_bases: tuple[float, ...] = ()
@@ -63,7 +68,7 @@ class ShockwaveSettings:
                  "future_rounds": "window_rounds", "k": "makespan_weight_per_s",
                  "lambda": "ftf_exponent", "solver_rel_gap": "solver_rel_gap",
                  "solver_num_threads": "solver_threads", "solver_timeout": "solver_timeout_s",
-                 "rhomax": None, "log_approximation_bases": "log_approximation_bases",
+                 "rhomax": "rhomax", "log_approximation_bases": "log_approximation_bases",
                  "gpu_ram": None}
 
     @classmethod
@@ -87,6 +92,8 @@ class ShockwaveSettings:
         return settings
 
     def _check(self) -> None:
+        if self.budget not in ("paper", "artifact"):
+            raise ValueError(f"budget must be 'paper' or 'artifact', not {self.budget!r}")
         if self.mode not in ("reactive", "lazy"):
             raise ValueError(f"mode must be 'reactive' or 'lazy', not {self.mode!r}")
         if self.window_rounds < 1 or self.reoptimize_every < 1:
@@ -120,6 +127,7 @@ class ShockwaveState:
     plan_time: float = 0.0
     plan_jobs: frozenset[str] = frozenset()
     batch_seen: dict[str, int | None] = field(default_factory=dict)
+    targets: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 class ShockwavePolicy:
@@ -151,7 +159,7 @@ class ShockwavePolicy:
                 changed |= self.settings.mode == "reactive"
             st.batch_seen[job.id] = job.batch_size
         active = {j.id for j in jobs}
-        for table in (st.regimes, st.contention, st.batch_seen):
+        for table in (st.regimes, st.contention, st.batch_seen, st.targets):
             for gone in set(table) - active:
                 del table[gone]
         return changed
@@ -182,8 +190,41 @@ class ShockwavePolicy:
         predicted_total = attained + remaining
         rho_hat = (attained + waited + remaining * n_avg) / (predicted_total * n_avg) \
             if predicted_total > 0 else 1.0
-        return JobView(job, trajectory, remaining, rho_hat,
+        view = JobView(job, trajectory, remaining, rho_hat,
                        rho_hat ** self.settings.ftf_exponent)
+        if self.settings.budget == "artifact":
+            view.weight = self._artifact_budget(view, now, gpus)
+        return view
+
+    def _artifact_budget(self, view: JobView, now: float, gpus: int) -> float:
+        """The artifact's weight: 1 while on target, (projected / target)^k once behind."""
+        share = min(1.0, gpus / max(1, self.state.last_active))
+        series = self.state.targets.get(view.job.id)
+        if not series:
+            return 1.0
+        times = [t for t, _ in series] + [now]
+        spans = np.diff(times)
+        values = np.array([f for _, f in series])
+        mean = float(values @ spans / spans.sum()) if spans.sum() > 0 else float(values.mean())
+        target = 0.9 * mean + 0.1 * float(values[-1])
+        ratio = min(100.0, (now + view.remaining_s / share) / target) if target > 0 else 1.0
+        if ratio <= self.settings.rhomax:
+            return 1.0
+        exponent = 100.0 if view.remaining_s < self.config.round_s else \
+            self.settings.ftf_exponent
+        return ratio ** exponent
+
+    def _record_targets(self, jobs: Sequence[Job], views: Mapping[str, JobView], now: float,
+                        gpus: int) -> None:
+        """Fair finish-time targets, appended whenever the job set changes (artifact)."""
+        share = min(1.0, gpus / max(1, len(jobs)))
+        for job in jobs:
+            view = views.get(job.id)
+            if view is None:
+                continue
+            done = _isolated_done(job, self.state.regimes.get(job.id, []))
+            fair = job.arrival_s + (done + view.remaining_s) / share
+            self.state.targets.setdefault(job.id, []).append((now, fair))
 
     # -- the market -------------------------------------------------------------------------
     def _solve(self, views: Sequence[JobView], gpus: int) -> dict[str, list[bool]]:
@@ -235,6 +276,9 @@ class ShockwavePolicy:
         d = self.config.round_s
         elapsed_rounds = round((now - st.plan_time) / d) if st.plan else 0
         views = {j.id: v for j in jobs if j.gpus <= gpus and (v := self._view(j, now, gpus))}
+        if self.settings.budget == "artifact" and frozenset(views) != st.plan_jobs:
+            self._record_targets(jobs, views, now, gpus)
+            views = {i: self._view(views[i].job, now, gpus) for i in views}
         if forced or not st.plan or elapsed_rounds >= min(self.settings.reoptimize_every,
                                                           self.settings.window_rounds):
             ordered = [views[j.id] for j in jobs if j.id in views]
@@ -278,6 +322,17 @@ def _epoch_seconds(job: Job, batch: int) -> float | None:
     if not rate or not job.samples_per_epoch:
         return None
     return job.samples_per_epoch / batch / rate
+
+
+def _isolated_done(job: Job, history: Sequence[tuple[int, float]]) -> float:
+    """Exclusive seconds of the epochs already done, regime by regime."""
+    done = float(job.progress.epochs_done)
+    total = 0.0
+    bounds = [*history[1:], (job.batch_size or 0, done)]
+    for (batch, start), (_, end) in zip(history, bounds, strict=True):
+        per = _epoch_seconds(job, batch) if batch else None
+        total += max(0.0, min(end, done) - start) * (per or 0.0)
+    return total
 
 
 def _epoch_fraction(job: Job) -> float:
@@ -395,6 +450,8 @@ class Market:
         return -self.settings.makespan_weight / z0
 
     def _width(self, view: JobView) -> float:
+        if self.settings.makespan_weight_per_s is not None:
+            return 0.0  # the artifact's regularizer is the longest remaining time alone
         return view.job.gpus / self.gpus if self.settings.gang_aware_makespan else 1 / self.gpus
 
     def count_problem(self) -> LinearProgram:
