@@ -49,6 +49,9 @@ class Sample:
         return None
 
 
+_FIELDS = ("lines", "parsed", "ignored", "malformed", "binary", "bytes", "skimmed")
+
+
 @dataclass(slots=True)
 class LineStats:
     """How many lines were read, used, and skipped (and why): never an exception."""
@@ -59,14 +62,14 @@ class LineStats:
     malformed: int = 0
     binary: int = 0
     bytes: int = 0
+    skimmed: int = 0  # lines a bounded round passed over (only context lines were read)
 
     def add(self, other: LineStats) -> None:
-        for name in ("lines", "parsed", "ignored", "malformed", "binary", "bytes"):
+        for name in _FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name)
-                for name in ("lines", "parsed", "ignored", "malformed", "binary", "bytes")}
+        return {name: getattr(self, name) for name in _FIELDS}
 
 
 @dataclass(slots=True)

@@ -47,10 +47,16 @@ class _Tracked:
 
 class Profiler:
     def __init__(self, store: OffsetStore | None = None, model: ThroughputModel | None = None,
-                 max_bytes: int = MAX_BYTES) -> None:
+                 max_bytes: int = MAX_BYTES, max_lines: int | None = None) -> None:
+        """``max_lines`` bounds the lines converted per log per round (None: every line).
+
+        Every line is the default and what ``gpufair profile`` does; a daemon over
+        thousands of logs may bound it (``LogStream.bound`` says what is kept).
+        """
         self.store = store if store is not None else MemoryOffsetStore()
         self.model = model if model is not None else ThroughputModel()
         self.max_bytes = max_bytes
+        self.max_lines = max_lines
         self._saved = self.store.load()
         self._jobs: dict[str, _Tracked] = {}
         self.reports: dict[str, JobReport] = {}
@@ -123,7 +129,7 @@ class Profiler:
         tracked.position = read.position
         if not read.data:
             return [], bool(read.skipped_bytes)
-        return stream.feed(read.data), True
+        return stream.feed(read.data, self.max_lines), True
 
     @staticmethod
     def _entry(tracked: _Tracked, report: JobReport) -> dict[str, Any]:

@@ -33,9 +33,20 @@ class Parser:
     signature: ClassVar[re.Pattern[str]]
     pattern: ClassVar[re.Pattern[str]]
     keywords: ClassVar[tuple[str, ...]] = ()
+    # lines that only set context (a Keras epoch header, a batch-size banner): a bounded
+    # round still reads these from the part of a chunk it otherwise passes over
+    context_pattern: ClassVar[re.Pattern[str] | None] = None
 
     def __init__(self, context: dict[str, Any] | None = None) -> None:
         self.context: dict[str, Any] = dict(context or {})
+
+    def skip(self, head: str) -> None:
+        """Pass over ``head`` (a bounded round's older lines), keeping only its context."""
+        if self.context_pattern is None:
+            return
+        lines = [m.group(0) for m in self.context_pattern.finditer(head)]
+        if lines:
+            self.parse("\n".join(lines) + "\n", LineStats())
 
     def convert(self, match: re.Match[str]) -> Sample | None:
         """One match to one sample (or None for a context-only line such as ``Epoch 3/10``)."""

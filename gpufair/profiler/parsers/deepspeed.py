@@ -25,6 +25,7 @@ class DeepSpeedParser(Parser):
     signature = re.compile(r"RunningAvgSamplesPerSec=|\bstep=\d+, skipped=\d+, lr=")
     pattern = re.compile(rf"^(?:{_TPUT}|{_STEP}|{_CONFIG})", re.M)
     keywords = ("CurrSamplesPerSec=",)
+    context_pattern = re.compile(r"^.*?\btrain_batch_size \.+ \d+.*$", re.M)
 
     def convert(self, m: re.Match[str]) -> Sample | None:
         if m.group("batch") is not None:

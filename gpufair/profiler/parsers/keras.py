@@ -27,6 +27,7 @@ class KerasParser(Parser):
     signature = re.compile(r"^\s*\d+/\d+ (?:━|\[[=>.]+\] - )|^Epoch \d+/\d+\s*$")
     pattern = re.compile(rf"^[^\S\n\r]*(?:{_EPOCH}|{_BAR})", re.M)
     keywords = ("/step",)
+    context_pattern = re.compile(r"^Epoch \d+/\d+[^\S\n\r]*$", re.M)
 
     def convert(self, m: re.Match[str]) -> Sample | None:
         if m.group("ep") is not None:

@@ -33,6 +33,7 @@ class LightningParser(Parser):
     signature = re.compile(rf"^Epoch \d+:[^|]*\|[^|]*\|\s*{BAR}|^Epoch \d+/\d+\s+\S+\s+\d+/\d+ "
                            r"[\d:]+ \S+ [\d:-]+ [\d.]+(?:it/s|s/it)|^epoch,(?:[\w/.]+,)*step\b")
     pattern = re.compile(rf"^[^\S\n\r]*(?:{_TQDM}|{_RICH}|{_CSV_HEAD}|{_CSV_ROW})", re.M)
+    context_pattern = re.compile(rf"^{_CSV_HEAD}.*$", re.M)
 
     def convert(self, m: re.Match[str]) -> Sample | None:
         if m.group("n") is not None:

@@ -34,6 +34,13 @@ class TensorFlowParser(Parser):
     pattern = re.compile(rf"^[^\S\n\r]*(?:{_GSPS}|{_LOSS_STEP}|{_BATCH}|{_CNN}|{_CNN_TOTAL}|"
                          rf"{_HVD}|{_HVD_TOTAL})", re.M)
     keywords = ("global_step/sec:", "images/sec:", "img/sec per GPU")
+    context_pattern = re.compile(r"^[^\S\n\r]*Batch size:[^\n\r]*$", re.M)
+
+    def skip(self, head: str) -> None:
+        super().skip(head)
+        # the Estimator's "(N sec)" covers the steps since the previous loss line, which
+        # was passed over: the first line after the gap must not be timed against it
+        self.context.pop("step", None)
 
     def convert(self, m: re.Match[str]) -> Sample | None:
         group = m.group
