@@ -192,3 +192,33 @@ def test_jobs_on_drained_nodes_are_left_alone():
     kept, deferred = leave_alone_on_unusable_nodes(state, actions)
     assert kept == [Preempt("y"), Start("w", ("b:1",))]
     assert deferred == [Preempt("x"), Start("z", ("b:0",))]
+
+
+def test_policy_state_survives_a_restart(tmp_path):
+    class Remembering:
+        name = "remembering"
+
+        def __init__(self) -> None:
+            self.seen = 0
+
+        def schedule(self, state, now):
+            from gpufair.model import Plan
+            self.seen += 1
+            return Plan(reason=f"round {self.seen}")
+
+        def state_dict(self) -> dict:
+            return {"seen": self.seen}
+
+        def load_state_dict(self, data) -> None:
+            self.seen = data["seen"]
+
+    slurm = FakeSlurm(NODES)
+    store = Store(tmp_path / "s.db")
+    first = _daemon(slurm, store)
+    first.policy = Remembering()
+    first.run_round()
+    first.run_round()
+    second = _daemon(slurm, Store(tmp_path / "s.db"))
+    second.policy = Remembering()
+    second.recover()
+    assert second.policy.seen == 2

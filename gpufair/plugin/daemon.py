@@ -176,6 +176,9 @@ class Daemon:
         actions = self.plan_to_actions(state, plan, preemptive)
         round_id = self.store.begin_round(self.policy.name, _plan_dict(plan), actions,
                                           reason=plan.reason, dry_run=self.settings.dry_run)
+        if hasattr(self.policy, "state_dict") and not self.settings.dry_run:
+            # leases, trackers, RNG: what the policy must remember across a restart
+            self.store.save_policy_state(self.policy.name, self.policy.state_dict())
         fields = {"event": "round", "round": round_id, "preemptive": preemptive,
                   "jobs": len(state.active_jobs()), "actions": len(actions),
                   "dry_run": self.settings.dry_run,
@@ -256,7 +259,17 @@ class Daemon:
             if self.settings.action_interval_s > 0:
                 self.sleep(self.settings.action_interval_s)
 
+    def restore_policy_state(self) -> bool:
+        saved = self.store.policy_state(self.policy.name)
+        if saved is None or not hasattr(self.policy, "load_state_dict"):
+            return False
+        self.policy.load_state_dict(saved)
+        log.info("policy %s state restored", self.policy.name,
+                 extra={"fields": {"event": "policy_state_restored"}})
+        return True
+
     def recover(self) -> None:
+        self.restore_policy_state()
         for round_id in self.store.unfinished_rounds():
             log.warning("finishing round %d interrupted by a restart", round_id,
                         extra={"fields": {"event": "recovering", "round": round_id}})
