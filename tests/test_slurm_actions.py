@@ -134,3 +134,10 @@ def test_grace_signal_goes_out_once_for_all_victims():
     adapter.apply([Preempt("1", grace_s=5), Preempt("2", grace_s=3)])
     assert [c[0] for c in transport.calls] == ["signal", "signal", "requeuehold", "requeuehold"]
     assert sleeps == [5]
+
+
+def test_hold_and_cancel_are_plain_verbs():
+    transport = FakeTransport()
+    adapter = SlurmAdapter(transport, SlurmSettings())
+    assert adapter.hold("4").ok and adapter.cancel("4").ok
+    assert transport.calls == [("hold", "4", None), ("cancel", "4", None)]

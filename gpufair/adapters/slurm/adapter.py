@@ -13,7 +13,12 @@ from dataclasses import dataclass, field, replace
 
 from gpufair.adapters.slurm.commands import NotExpressible, Step, steps_for
 from gpufair.adapters.slurm.translate import SlurmJobInfo, SlurmView, block_nodes, translate
-from gpufair.adapters.slurm.transport import CliTransport, Transport, TransportError
+from gpufair.adapters.slurm.transport import (
+    CliTransport,
+    CommandResult,
+    Transport,
+    TransportError,
+)
 from gpufair.model import (
     Action,
     ActionResult,
@@ -174,13 +179,12 @@ class SlurmAdapter:
         assert self.last_view is not None
         return self.last_view.jobs.get(job_id)
 
-    def hold(self, job_id: str) -> ActionResult:
-        result = self.transport.control("hold", job_id)
-        return ActionResult(SetPriority(job_id, 0), result.ok, f"hold: {result.detail}")
+    def hold(self, job_id: str) -> CommandResult:
+        """Admin operations outside the plan's vocabulary (no model action expresses them)."""
+        return self.transport.control("hold", job_id)
 
-    def cancel(self, job_id: str) -> ActionResult:
-        result = self.transport.control("cancel", job_id)
-        return ActionResult(SetPriority(job_id, 0), result.ok, f"cancel: {result.detail}")
+    def cancel(self, job_id: str) -> CommandResult:
+        return self.transport.control("cancel", job_id)
 
     # ---- idempotence ----------------------------------------------------------------------
     def effect_visible(self, action: Action, view: SlurmView) -> bool:
