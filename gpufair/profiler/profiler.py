@@ -47,16 +47,18 @@ class _Tracked:
 
 class Profiler:
     def __init__(self, store: OffsetStore | None = None, model: ThroughputModel | None = None,
-                 max_bytes: int = MAX_BYTES, max_lines: int | None = None) -> None:
-        """``max_lines`` bounds the lines converted per log per round (None: every line).
-
-        Every line is the default and what ``gpufair profile`` does; a daemon over
-        thousands of logs may bound it (``LogStream.bound`` says what is kept).
+                 max_bytes: int = MAX_BYTES, max_lines: int | None = None,
+                 exact_reports: bool = True) -> None:
+        """``max_lines`` bounds the lines converted per log per round (None: every line);
+        ``exact_reports=False`` lets a report reuse a window estimate up to half a window
+        old. The defaults are what ``gpufair profile`` does; a daemon over thousands of logs
+        may relax both (``LogStream.bounded`` says what is kept).
         """
         self.store = store if store is not None else MemoryOffsetStore()
         self.model = model if model is not None else ThroughputModel()
         self.max_bytes = max_bytes
         self.max_lines = max_lines
+        self.exact_reports = exact_reports
         self._saved = self.store.load()
         self._jobs: dict[str, _Tracked] = {}
         self.reports: dict[str, JobReport] = {}
@@ -74,7 +76,7 @@ class Profiler:
             stream = tracked.stream
             report = tracked.accumulator.report(
                 None if stream is None else stream.family,
-                None if stream is None else stream.stats)
+                None if stream is None else stream.stats, self.exact_reports)
             if tracked.accumulator.batch_regimes != tracked.regimes:
                 # a new batch size: what was measured before describes another job
                 self.model.forget(log.job_id)

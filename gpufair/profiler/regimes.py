@@ -53,8 +53,8 @@ class Regime:
             self._stale = 0
         return self._cached
 
-    def as_dict(self) -> dict[str, Any]:
-        est = self.final_estimate()
+    def as_dict(self, exact: bool = True) -> dict[str, Any]:
+        est = self.final_estimate() if exact else self.estimate()
         return {"start_step": self.start_step, "end_step": self.end_step,
                 "batch_size": self.batch_size, "cause": self.cause,
                 "iter_time_s": None if est is None else est.value,

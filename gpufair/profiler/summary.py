@@ -205,13 +205,14 @@ class Accumulator:
         """How many regimes began with a batch-size change (not a mere speed shift)."""
         return sum(1 for r in self.regimes.regimes if r.cause == "batch_size")
 
-    def estimate(self) -> tuple[Estimate, str] | None:
+    def estimate(self, exact: bool = True) -> tuple[Estimate, str] | None:
         """The job's own whole-run average when it printed one, else the current regime's."""
         if self._whole_run is not None:
             return Estimate(self._whole_run, 1, 0, 0.0), "whole_run"
         cur = self.regimes.current
         window = None if self._period is None else self._period.window()
-        if window is None and cur is not None and (est := cur.final_estimate()) is not None:
+        if window is None and cur is not None and (
+                est := cur.final_estimate() if exact else cur.estimate()) is not None:
             return est, "window"
         values = list(cur.values) if cur else []
         weights = list(cur.weights) if cur else []
@@ -224,10 +225,13 @@ class Accumulator:
             return Estimate(self._warmup_spi, 1, 0, 1.0), "warmup"
         return None
 
-    def report(self, family: str | None, stats: LineStats | None = None) -> JobReport:
+    def report(self, family: str | None, stats: LineStats | None = None, exact: bool = True
+               ) -> JobReport:
+        """What is known now. ``exact=False`` (a daemon's rounds) may reuse a window estimate
+        up to half a window old instead of re-sorting the window for every report."""
         rep = self._report
         rep.family = family
-        found = self.estimate()
+        found = self.estimate(exact)
         if found is not None:
             est, rep.iter_time_basis = found
             rep.iter_time_s = est.value
@@ -235,7 +239,7 @@ class Accumulator:
             rep.timed_samples = est.n
             if rep.batch_size:
                 rep.samples_per_s = rep.batch_size / est.value
-        rep.regimes = [r.as_dict() for r in self.regimes.regimes]
+        rep.regimes = [r.as_dict(exact) for r in self.regimes.regimes]
         if stats is not None:
             rep.lines = stats.as_dict()
         return JobReport(**{k: getattr(rep, k) for k in JobReport.__slots__})
