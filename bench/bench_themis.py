@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 repetitions per cell")
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--backend", default="auto")
-    parser.add_argument("--budget", type=float, default=10.0,
+    parser.add_argument("--budget", type=float, default=4.0,
                         help="MILP budget per auction in seconds (0: exact, no budget)")
     parser.add_argument("--mix", choices=("insensitive", "mixed", "both"), default="both")
     args = parser.parse_args()

@@ -198,3 +198,24 @@ def test_t1_in_compact_form_on_the_knapsack_path() -> None:
     assert result.backends == {"knapsack"}
     assert result.chosen["A1"].gpus == 2 and result.chosen["A2"] is None
     assert result.c == pytest.approx({"A1": 0.6, "A2": 1.0})
+
+
+def test_spent_budget_still_gives_a_feasible_round_with_generous_payments() -> None:
+    """A budget too small for any solve: greedy start and greedy payment refills keep the
+    round feasible; when the PF point is still optimal, c_i only errs towards the winner."""
+    rng = random.Random(5)
+    bids = _random_bids(rng, 4)
+    exact = partial_allocation(bids, CAPACITY, brute_force=True)
+    rushed = partial_allocation(bids, CAPACITY, AuctionOptions(backend="highs", budget_s=1e-9))
+    assert rushed.inexact > 0
+    used: dict = {}
+    for row in rushed.chosen.values():
+        for key, units in (row.uses if row else {}).items():
+            used[key] = used.get(key, 0) + units
+    assert all(used[k] <= CAPACITY[k] for k in used)
+    assert rushed.objective <= exact.objective + 1e-9
+    for app, c in rushed.c.items():
+        assert 0 < c <= 1
+        same_pf = abs(rushed.objective - exact.objective) < 1e-9
+        if same_pf and rushed.chosen[app] is not None and rushed.chosen[app] == exact.chosen[app]:
+            assert c >= exact.c[app] - 1e-9  # the refill is a lower bound on OPT(P \ i)

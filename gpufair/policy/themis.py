@@ -72,7 +72,7 @@ class ThemisSettings:
     rho_cap_factor: float = 10.0
     max_rows: int = 64
     auction_time_limit_s: float = 5.0
-    auction_budget_s: float | None = 10.0
+    auction_budget_s: float | None = 4.0
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> ThemisSettings:

@@ -61,10 +61,11 @@ class AuctionOptions:
     seed: int = 0
     rho_cap_abs: float = 1e3
     rho_cap_factor: float = 10.0
-    #: Wall-time budget of one auction's MILP solves (PF + payments), None = exact. When it
-    #: runs out, re-solves stop at their incumbent (spec U21), which under-estimates
-    #: OPT(P without i) and so errs towards c_i = 1, in the winner's favour.
-    budget_s: float | None = 10.0
+    #: Wall-time budget of one auction's MILP solves (PF + payments), None = exact. Solves
+    #: stop at their incumbent (spec U21) and, once it is spent, the remaining payments are
+    #: priced by a greedy refill; both under-estimate OPT(P without i), so they err towards
+    #: c_i = 1, in the winner's favour. ``AuctionResult.inexact`` counts them.
+    budget_s: float | None = 4.0
     #: Use the exact knapsack DP when every row draws from one pool (one GPU type, no
     #: placement-specific rows); otherwise, and when False, the MILP.
     knapsack: bool = True
@@ -146,11 +147,13 @@ def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[
     b_ub = np.concatenate([np.ones(len(bids)), np.array([float(capacity[k]) for k in keys])])
     owner_arr = np.array(owner, dtype=int)
     incumbent: dict[str, np.ndarray] = {}
+    gpus = np.array([bids[i].rows[b].gpus for i, b in zip(owner, row_of, strict=True)])
+    greedy = _Greedy(gain, owner_arr, gpus, a_ub[len(bids):].tocsc(), b_ub[len(bids):])
     started = time.perf_counter()
     progress = {"winners": 0, "done": 0}
 
     def limit() -> float | None:
-        """PF gets half the budget; payments share what is left evenly."""
+        """PF gets half the budget; payments share what is left evenly; 0 = spent."""
         if options.budget_s is None:
             return options.time_limit_s
         left = options.budget_s - (time.perf_counter() - started)
@@ -159,30 +162,43 @@ def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[
             progress["done"] += 1
         else:
             left /= 2
-        return min(options.time_limit_s or math.inf, max(0.01, left))
+        return 0.0 if left <= 0 else min(options.time_limit_s or math.inf, max(0.01, left))
+
+    base_total = sum(base)
 
     def optimise(apps: Sequence[int]) -> tuple[float, dict[int, int | None]]:
-        constant = sum(base[i] for i in apps)
+        if len(apps) == len(bids) - 1:  # PF without one app: the payment re-solves
+            missing = [int(np.setdiff1d(np.arange(len(bids)), apps)[0])] if bids else []
+        else:
+            missing = sorted(set(range(len(bids))) - set(apps))
+        constant = base_total - sum(base[i] for i in missing)
         if n == 0:
             return constant, {}
-        ub = np.isin(owner_arr, apps).astype(float)
-        warm = None
-        if "x" in incumbent:
-            warm = incumbent["x"] * ub  # the PF point without the removed app is feasible
+        ub = np.ones(n)
+        for i in missing:
+            ub[owner_arr == i] = 0.0
+        # the PF point without the removed app is feasible; the first solve starts greedy,
+        # so a time limit always leaves an incumbent at least as good as greedy
+        warm = incumbent["x"] * ub if "x" in incumbent else greedy.fill()
+        time_limit = limit()
+        if time_limit == 0.0 and "x" in incumbent:
+            # budget spent (a solver may overrun its own limit by its set-up time): price
+            # the rest by a greedy refill of the freed GPUs, a lower bound on OPT(P \ i)
+            x = greedy.fill(start=warm, allowed=ub)
+            stats.inexact += 1
+            return float(constant + gain @ x), {}
         problem = LinearProgram(c=gain, A_ub=a_ub, b_ub=b_ub, lb=0.0, ub=ub,
                                 integrality=np.ones(n, dtype=bool), maximize=True,
                                 constant=constant, name="themis_pf")
         sol = solve(problem, SolveOptions(backend=options.backend, mip_gap=0.0,
-                                          time_limit_s=limit(),
+                                          time_limit_s=time_limit or None,
                                           threads=options.threads, seed=options.seed,
                                           warm_start=warm))
         stats.solves += 1
         stats.solve_s += sol.solve_time_s
         stats.backends.add(sol.backend)
         stats.inexact += sol.status is not Status.OPTIMAL
-        if not sol.ok:  # never fail a round: the empty allocation is always feasible
-            return constant, {}
-        x = np.round(sol.x)
+        x = np.round(sol.x) if sol.ok else warm * ub  # never fail a round
         if "x" not in incumbent:
             incumbent["x"] = x
             progress["winners"] = len({owner[k] for k in np.flatnonzero(x > 0.5)})
@@ -190,6 +206,48 @@ def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[
         return float(constant + gain @ x), chosen
 
     return optimise
+
+
+class _Greedy:
+    """Feasible PF points by greedy: rows by gain per GPU, each app at most once.
+
+    Used as the first solve's MIP start (so a time limit always leaves an incumbent) and to
+    price payments once the budget is spent: refilling the GPUs a winner frees gives a
+    lower bound on OPT(P without i). Vectorised over the capacity matrix because it runs
+    once per winner on models with thousands of rows.
+    """
+
+    def __init__(self, gain: np.ndarray, owner: np.ndarray, gpus: np.ndarray,
+                 cap_matrix: sp.csc_array, capacity: np.ndarray) -> None:
+        self.gain, self.owner = gain, owner
+        self.order = np.lexsort((np.arange(len(gain)), -gain / np.maximum(1, gpus)))
+        self.cap_matrix, self.capacity = cap_matrix, capacity
+        ptr, idx, data = cap_matrix.indptr, cap_matrix.indices.tolist(), cap_matrix.data.tolist()
+        self.columns = [tuple(zip(idx[ptr[k]:ptr[k + 1]], data[ptr[k]:ptr[k + 1]], strict=True))
+                        for k in range(len(gain))]
+
+    def fill(self, start: np.ndarray | None = None, allowed: np.ndarray | None = None
+             ) -> np.ndarray:
+        m = self.cap_matrix
+        x = np.zeros(len(self.gain)) if start is None else start.copy()
+        left = self.capacity - m @ x
+        taken = np.zeros(self.owner.max() + 1 if len(self.owner) else 0, dtype=bool)
+        taken[self.owner[x > 0.5]] = True
+        ok = (self.gain > 0) & ~taken[self.owner]
+        if allowed is not None:
+            ok &= allowed > 0
+        over = (m.data > left[m.indices]).astype(int)
+        ok &= np.add.reduceat(over, m.indptr[:-1]) == 0 if m.nnz else ok
+        room = left.tolist()
+        for k in self.order[ok[self.order]].tolist():
+            column = self.columns[k]
+            if taken[self.owner[k]] or any(need > room[r] for r, need in column):
+                continue
+            for r, need in column:
+                room[r] -= need
+            taken[self.owner[k]] = True
+            x[k] = 1.0
+        return x
 
 
 def _brute_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[float],
