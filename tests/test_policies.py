@@ -167,3 +167,15 @@ def test_registry():
     assert isinstance(create_policy("gavel"), MaxMinPolicy)
     with pytest.raises(InputError, match="unknown policy"):
         create_policy("nope")
+
+
+def test_time_fraction_state_survives_a_json_round_trip():
+    import json
+    config = PolicyConfig(round_s=120.0, recompute_interval_s=1000.0)
+    jobs = [job(str(i)) for i in range(6)]
+    policy = MaxMinPolicy(config)
+    run_rounds(policy, jobs, 5)
+    restored = MaxMinPolicy(config)
+    restored.load_state_dict(json.loads(json.dumps(policy.state_dict())))
+    state = cluster(jobs)
+    assert restored.schedule(state, 600.0) == policy.schedule(state, 600.0)

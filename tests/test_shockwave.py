@@ -211,3 +211,16 @@ def test_artifact_budget_is_flat_until_behind_target():
     assert late.weight > 1.0
     with pytest.raises(InputError, match="budget"):
         ShockwaveSettings.from_options({"budget": "nope"})
+
+
+def test_state_survives_a_json_round_trip():
+    jobs = [job("a", gpus=1), job("b", gpus=2), job("c")]
+    policy = ShockwavePolicy(PolicyConfig(round_s=60.0, options={"budget": "artifact"}))
+    first = policy.schedule(cluster(jobs, gpus=2), 0.0)
+    saved = json.loads(json.dumps(policy.state_dict()))
+    restored = ShockwavePolicy(PolicyConfig(round_s=60.0, options={"budget": "artifact"}))
+    restored.load_state_dict(saved)
+    assert restored.state == policy.state
+    later = cluster(jobs, gpus=2, now=60.0)
+    assert restored.schedule(later, 60.0) == policy.schedule(later, 60.0)
+    assert first.assignments

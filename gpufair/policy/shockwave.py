@@ -140,6 +140,28 @@ class ShockwavePolicy:
         self.state = ShockwaveState()
         self.solve_log: list[tuple[int, float, float | None, str]] = []  # (jobs, s, gap, status)
 
+    # -- restart safety ---------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the policy remembers, as JSON (the daemon stores it each round)."""
+        st = self.state
+        return {"regimes": {k: [list(r) for r in v] for k, v in st.regimes.items()},
+                "contention": {k: list(v) for k, v in st.contention.items()},
+                "last_time": st.last_time, "last_active": st.last_active, "plan": st.plan,
+                "plan_time": st.plan_time, "plan_jobs": sorted(st.plan_jobs),
+                "batch_seen": st.batch_seen,
+                "targets": {k: [list(t) for t in v] for k, v in st.targets.items()}}
+
+    def load_state_dict(self, data: Mapping[str, Any]) -> None:
+        self.state = ShockwaveState(
+            regimes={k: [(int(b), float(e)) for b, e in v] for k, v in data["regimes"].items()},
+            contention={k: (float(a), float(b)) for k, (a, b) in data["contention"].items()},
+            last_time=data["last_time"], last_active=int(data["last_active"]),
+            plan={k: [bool(x) for x in v] for k, v in data["plan"].items()},
+            plan_time=float(data["plan_time"]), plan_jobs=frozenset(data["plan_jobs"]),
+            batch_seen=dict(data["batch_seen"]),
+            targets={k: [(float(t), float(f)) for t, f in v]
+                     for k, v in data.get("targets", {}).items()})
+
     # -- bookkeeping ------------------------------------------------------------------------
     def _observe(self, state: ClusterState, jobs: Sequence[Job], now: float, gpus: int) -> bool:
         """Update regimes and contention; True when something forces a re-plan."""

@@ -10,8 +10,10 @@ that the artifacts use and the ``clean`` semantics turns off.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 from gpufair.model import ClusterState, Job, Plan
 from gpufair.policy.base import PolicyConfig, PolicyStats
@@ -38,6 +40,17 @@ class TimeFractionPolicy(ABC):
         self._seen_batch: dict[str, int | None] = {}
         self._ran_on: dict[str, str] = {}
         self._capacity: dict[str, int] = {}
+
+    _STATE = ("_alloc", "_tau", "_deficit", "_weight_sum", "_t_reset", "_dirty",
+              "_seen_attained", "_seen_batch", "_ran_on", "_capacity")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Allocation, received shares and deficits: what a restarted daemon must not lose."""
+        return {name.lstrip("_"): copy.deepcopy(getattr(self, name)) for name in self._STATE}
+
+    def load_state_dict(self, data: dict[str, Any]) -> None:
+        for name in self._STATE:
+            setattr(self, name, copy.deepcopy(data[name.lstrip("_")]))
 
     @abstractmethod
     def allocate(self, jobs: Sequence[Job], capacity: dict[str, int], now: float) -> Allocation:
