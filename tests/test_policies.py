@@ -179,3 +179,12 @@ def test_time_fraction_state_survives_a_json_round_trip():
     restored.load_state_dict(json.loads(json.dumps(policy.state_dict())))
     state = cluster(jobs)
     assert restored.schedule(state, 600.0) == policy.schedule(state, 600.0)
+
+
+def test_walk_keeps_a_running_job_on_its_type_when_speeds_tie():
+    from gpufair.policy.placement import greedy_walk
+    tied = job("t", rates={"k80": 5.0, "v100": 5.0}, held=("k80-0:0",))
+    assert greedy_walk([tied], {"v100": 1, "k80": 1}, {"t": "k80"}) == [(tied, "k80")]
+    assert greedy_walk([tied], {"v100": 1, "k80": 1}) == [(tied, "v100")]
+    faster = job("f", rates={"k80": 5.0, "v100": 9.0}, held=("k80-0:0",))
+    assert greedy_walk([faster], {"v100": 1, "k80": 1}, {"f": "k80"}) == [(faster, "v100")]

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 
 from gpufair.model import ClusterState, Job, Plan
 from gpufair.policy.base import PolicyConfig, PolicyStats
-from gpufair.policy.placement import capacity_by_type, greedy_walk, place
+from gpufair.policy.placement import capacity_by_type, greedy_walk, held_types, place
 
 
 class OrderingPolicy(ABC):
@@ -22,7 +22,7 @@ class OrderingPolicy(ABC):
 
     def schedule(self, state: ClusterState, now: float) -> Plan:
         jobs = sorted(state.active_jobs(), key=lambda j: self.sort_key(j, now))
-        picks = greedy_walk(jobs, capacity_by_type(state))
+        picks = greedy_walk(jobs, capacity_by_type(state), held_types(state))
         assignments = place(state, picks)
         return Plan(assignments=assignments,
                     priorities={j.id: -float(rank) for rank, j in enumerate(jobs)},

@@ -13,22 +13,35 @@ from collections.abc import Iterable, Sequence
 from gpufair.model import Assignment, ClusterState, Job, node_of
 
 
-def fastest_type(job: Job, free: dict[str, int]) -> str | None:
-    """The GPU type with the highest rate for this job among those with room for its gang."""
-    best: tuple[float, str] | None = None
+def fastest_type(job: Job, free: dict[str, int], current: str | None = None) -> str | None:
+    """The GPU type with the highest rate for this job among those with room for its gang.
+
+    On a tie the type the job runs on now wins: moving it would cost a restart for nothing.
+    """
+    best: tuple[float, bool, str] | None = None
     for gpu_type, count in free.items():
         rate = job.rate(gpu_type)
-        if rate > 0 and count >= job.gpus and (best is None or rate > best[0]):
-            best = (rate, gpu_type)
-    return None if best is None else best[1]
+        key = (rate, gpu_type == current, gpu_type)
+        if rate > 0 and count >= job.gpus and (best is None or key[:2] > best[:2]):
+            best = key
+    return None if best is None else best[2]
 
 
-def greedy_walk(ordered: Iterable[Job], capacity: dict[str, int]) -> list[tuple[Job, str]]:
+def held_types(state: ClusterState) -> dict[str, str]:
+    """Job id → the GPU type it runs on now, for jobs holding GPUs."""
+    type_of = state.gpu_type_of()
+    return {j.id: type_of[j.gpus_held[0]] for j in state.jobs
+            if j.gpus_held and j.gpus_held[0] in type_of}
+
+
+def greedy_walk(ordered: Iterable[Job], capacity: dict[str, int],
+                current: dict[str, str] | None = None) -> list[tuple[Job, str]]:
     """Walk jobs in priority order; each gets its gang on the fastest type with room."""
     free = dict(capacity)
+    current = current or {}
     picks: list[tuple[Job, str]] = []
     for job in ordered:
-        gpu_type = fastest_type(job, free)
+        gpu_type = fastest_type(job, free, current.get(job.id))
         if gpu_type is None:
             continue
         free[gpu_type] -= job.gpus

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from gpufair.errors import InputError
 from gpufair.model import ClusterState, Job, Plan
 from gpufair.policy.base import PolicyConfig, PolicyStats
-from gpufair.policy.placement import capacity_by_type, greedy_walk, place
+from gpufair.policy.placement import capacity_by_type, greedy_walk, held_types, place
 from gpufair.policy.shockwave_regimes import Trajectory, configs_from_now, predict
 from gpufair.policy.solver import LinearProgram, SolveOptions, solve
 
@@ -311,7 +311,8 @@ class ShockwavePolicy:
         rest = sorted((v for i, v in views.items() if not _runs(st.plan.get(i), elapsed_rounds)),
                       key=lambda v: -v.remaining_s)
         unplannable = [j for j in jobs if j.id not in views]  # no rates known: run last
-        picks = greedy_walk([v.job for v in planned + rest] + unplannable, capacity)
+        picks = greedy_walk([v.job for v in planned + rest] + unplannable, capacity,
+                            held_types(state))
         assignments = place(state, picks)
         return Plan(assignments=assignments,
                     priorities={i: v.rho_hat for i, v in views.items()},
