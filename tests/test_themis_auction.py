@@ -219,3 +219,62 @@ def test_spent_budget_still_gives_a_feasible_round_with_generous_payments() -> N
         same_pf = abs(rushed.objective - exact.objective) < 1e-9
         if same_pf and rushed.chosen[app] is not None and rushed.chosen[app] == exact.chosen[app]:
             assert c >= exact.c[app] - 1e-9  # the refill is a lower bound on OPT(P \ i)
+
+
+def _placed_bids(rng: random.Random, n: int) -> tuple[list[Bid], dict]:
+    """One GPU type, two racks of two 4-GPU machines: pool rows as the agent emits them."""
+    machines = {"m0": "r0", "m1": "r0", "m2": "r1", "m3": "r1"}
+    capacity = {"t": 16, "r0": 8, "r1": 8, **{m: 4 for m in machines}}
+    bids = []
+    for i in range(n):
+        old = rng.uniform(1.5, 6.0)
+        gang = rng.choice((1, 2, 4))
+        spread = old / (1 + gang * rng.uniform(0.2, 1.5))
+        rows = [BidRow({"t": gang}, gang, spread, "t")]
+        if gang > 1 and rng.random() < 0.5:  # placement sensitive: rack and machine rows
+            rows += [BidRow({"t": gang, r: gang}, gang, spread * 0.9, r) for r in ("r0", "r1")]
+            rows += [BidRow({"t": gang, machines[m]: gang, m: gang}, gang, spread * 0.8, m)
+                     for m in rng.sample(sorted(machines), 2)]
+        bids.append(Bid(f"a{i}", old, tuple(rows)))
+    return bids, capacity
+
+
+def test_root_pool_relaxation_matches_brute_force_and_milp() -> None:
+    """The relaxation path (certified knapsack bound, MILP fallback) gives the PF optimum
+    and the c_i of brute force and of the MILP, and counts what it certified."""
+    rng = random.Random(13)
+    certified = 0
+    for trial in range(20):
+        bids, capacity = _placed_bids(rng, 2 + trial % 5)
+        exact = partial_allocation(bids, capacity, brute_force=True)
+        relaxed = partial_allocation(bids, capacity, AuctionOptions(relax_min_apps=1))
+        milp = partial_allocation(bids, capacity, AuctionOptions(backend="highs",
+                                                                 knapsack=False))
+        assert relaxed.objective == pytest.approx(exact.objective, abs=1e-9)
+        assert milp.objective == pytest.approx(exact.objective, abs=1e-7)
+        assert relaxed.inexact == 0
+        certified += relaxed.certified
+        for app in exact.c:
+            if relaxed.chosen[app] == exact.chosen[app]:
+                assert relaxed.c[app] == pytest.approx(exact.c[app], abs=1e-9)
+        used: dict = {}
+        for row in relaxed.chosen.values():
+            for key, units in (row.uses if row else {}).items():
+                used[key] = used.get(key, 0) + units
+        assert all(used[k] <= capacity[k] for k in used)
+    assert certified > 0
+
+
+def test_relaxation_falls_back_to_the_milp_when_it_cannot_place() -> None:
+    """Two 2-GPU gangs whose best row is machine m0 (capacity 2): the root bound (both best
+    rows in 4 GPUs) cannot be realised, so the MILP decides, and brute force agrees."""
+    bids = [Bid("a", 3.0, (BidRow({"t": 2, "m0": 2}, 2, 1.0, "m0"),)),
+            Bid("b", 2.5, (BidRow({"t": 2, "m0": 2}, 2, 1.0, "m0"),
+                           BidRow({"t": 2, "m1": 2}, 2, 1.2, "m1")))]
+    capacity = {"t": 4, "m0": 2, "m1": 2}
+    exact = partial_allocation(bids, capacity, brute_force=True)
+    relaxed = partial_allocation(bids, capacity, AuctionOptions(backend="highs",
+                                                                relax_min_apps=1))
+    assert relaxed.milp_fallbacks > 0 and "highs" in relaxed.backends
+    assert relaxed.objective == pytest.approx(exact.objective, abs=1e-9)
+    assert relaxed.c == pytest.approx(exact.c, abs=1e-9)

@@ -67,8 +67,13 @@ class AuctionOptions:
     #: c_i = 1, in the winner's favour. ``AuctionResult.inexact`` counts them.
     budget_s: float | None = 4.0
     #: Use the exact knapsack DP when every row draws from one pool (one GPU type, no
-    #: placement-specific rows); otherwise, and when False, the MILP.
+    #: placement-specific rows); when every row draws from one common pool among others
+    #: (one GPU type with rack/machine rows), the root-pool relaxation with a feasibility
+    #: certificate (see :func:`_relaxed_optimizer`); otherwise, and when False, the MILP.
     knapsack: bool = True
+    #: The relaxation path needs at least this many bidders: below it the MILP is a few
+    #: milliseconds anyway and stays the one code path small rounds (and their tests) run.
+    relax_min_apps: int = 8
 
 
 @dataclass
@@ -82,6 +87,10 @@ class AuctionResult:
     solve_s: float = 0.0
     backends: set[str] = field(default_factory=set)
     inexact: int = 0  # solves stopped by a time limit (incumbent used)
+    #: Optima (PF or PF without i) proven by the root-pool relaxation: exact, no MILP.
+    certified: int = 0
+    #: Relaxation optima that could not be realised, so the MILP solved them (still exact).
+    milp_fallbacks: int = 0
 
     def expected_gpus(self) -> dict[str, float]:
         return {a: (r.gpus * self.c[a] if r else 0.0) for a, r in self.chosen.items()}
@@ -122,8 +131,13 @@ def _run_pa(bids: Sequence[Bid], weights: list[list[float]], base: list[float],
 
 def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[float],
                     capacity: Mapping[Hashable, int], options: AuctionOptions,
-                    stats: AuctionResult) -> Optimizer:
-    """PF as a 0-1 MILP over (app, row) variables; re-solves only change bounds."""
+                    stats: AuctionResult, pf_rows: Mapping[int, int] | None = None
+                    ) -> Optimizer:
+    """PF as a 0-1 MILP over (app, row) variables; re-solves only change bounds.
+
+    ``pf_rows`` is a PF optimum found elsewhere (the relaxation path): it becomes the
+    incumbent, so every later solve is a payment re-solve warm-started from it.
+    """
     owner, row_of, cols = [], [], []
     for i, bid in enumerate(bids):
         for b in range(len(bid.rows)):
@@ -151,6 +165,13 @@ def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[
     greedy = _Greedy(gain, owner_arr, gpus, a_ub[len(bids):].tocsc(), b_ub[len(bids):])
     started = time.perf_counter()
     progress = {"winners": 0, "done": 0}
+    if pf_rows is not None:
+        start = np.zeros(n)
+        column = {(i, b): k for k, (i, b) in enumerate(zip(owner, row_of, strict=True))}
+        for i, b in pf_rows.items():
+            start[column[i, b]] = 1.0
+        incumbent["x"] = start
+        progress["winners"] = len(pf_rows)
 
     def limit() -> float | None:
         """PF gets half the budget; payments share what is left evenly; 0 = spent."""
@@ -342,6 +363,180 @@ def _knapsack_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: l
     return optimise
 
 
+def _common_pool(bids: Sequence[Bid], capacity: Mapping[Hashable, int]) -> Hashable | None:
+    """A resource every bid row uses (the GPU-type pool of a one-type offer), else None.
+
+    With several such resources the tightest is taken: it gives the smaller relaxation."""
+    rows = [r for b in bids for r in b.rows]
+    if not rows:
+        return None
+    common = set(rows[0].uses)
+    for row in rows[1:]:
+        common &= row.uses.keys()
+        if not common:
+            return None
+    keys = [k for k in rows[0].uses if k in common and k in capacity]
+    return min(keys, key=lambda k: capacity[k]) if keys else None
+
+
+_TIE = 1e-12  # rows this close to an app's best of their size count as equally good
+
+
+def _relaxed_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[float],
+                       capacity: Mapping[Hashable, int], root: Hashable,
+                       milp: Callable[[Mapping[int, int] | None], Optimizer],
+                       stats: AuctionResult) -> Optimizer:
+    """Exact PF and PF-without-i from the root-pool relaxation plus a realisation check.
+
+    Dropping every capacity row but the one pool all rows share (the GPU type) leaves a
+    multiple-choice knapsack: per app and bundle size, its best row. Prefix and suffix DP
+    tables price the relaxation of PF and of every PF-without-i (an O(C) join each, as in
+    :func:`_knapsack_optimizer`). The relaxation is an upper bound on the true optimum, so
+    when its selection can be realised — each selected app given one of its best rows of
+    the selected size, with every rack and machine capacity respected — the realised point
+    is an optimum of the full MILP (up to ``_TIE`` per app). Realisation is a greedy
+    best-fit, tried first incrementally from the PF rows (a payment usually only lets a
+    loser or two in) and then from scratch; only a selection it cannot place is sent to the
+    MILP (``milp``, built on first use and warm-started from the PF rows), so the results
+    are exactly those of the MILP path, and ``stats`` counts both outcomes.
+
+    Pays off when placement-specific rows are many but rarely binding (identical machines,
+    placement-sensitive gangs that fit one machine): the MILP's branch and bound then
+    spends its time proving what the knapsack bound shows at once.
+    """
+    n = len(bids)
+    cap = int(capacity[root])
+    # options[i] = [(units on root, best weight, rows of that size within _TIE of best)]
+    options: list[list[tuple[int, float, list[int]]]] = []
+    for i, bid in enumerate(bids):
+        by_size: dict[int, list[int]] = {}
+        for b, row in enumerate(bid.rows):
+            by_size.setdefault(int(row.uses[root]), []).append(b)
+        opts = []
+        for k, rows in by_size.items():
+            best = max(weights[i][b] for b in rows)
+            opts.append((k, best, [b for b in rows if weights[i][b] >= best - _TIE]))
+        options.append(opts)
+    units = [{b: {key: int(u) for key, u in row.uses.items()} for b, row in enumerate(bid.rows)}
+             for bid in bids]
+    cap_of = {key: int(v) for key, v in capacity.items()}
+    for i, table in enumerate(units):
+        for use in table.values():
+            if not use.keys() <= cap_of.keys():
+                raise ValueError(f"bid row of {bids[i].app!r} uses unknown resource "
+                                 f"{next(k for k in use if k not in cap_of)!r}")
+
+    def step(table: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+        best = table + base[i]
+        pick = np.full(cap + 1, -1, dtype=np.int16)
+        for o, (k, w, _) in enumerate(options[i]):
+            if k > cap:
+                continue
+            cand = np.full(cap + 1, -np.inf)
+            cand[k:] = table[: cap + 1 - k] + w
+            better = cand > best + 1e-12
+            best = np.where(better, cand, best)
+            pick = np.where(better, o, pick)
+        return best, pick
+
+    prefix, ppick = [np.zeros(cap + 1)], []
+    for i in range(n):
+        table, pick = step(prefix[-1], i)
+        prefix.append(table)
+        ppick.append(pick)
+    suffix: list[np.ndarray] = [np.zeros(cap + 1)] * (n + 1)
+    spick: list[np.ndarray] = [np.zeros(0, dtype=np.int16)] * n
+    for i in range(n - 1, -1, -1):
+        suffix[i], spick[i] = step(suffix[i + 1], i)
+
+    def select(i: int | None, c: int) -> dict[int, int]:
+        """The relaxation's choice (app → option) without app ``i`` (None: PF), prefix
+        apps within ``c`` units and suffix apps within the rest."""
+        chosen: dict[int, int] = {}
+        stop = n if i is None else i
+        left = c
+        for j in range(stop - 1, -1, -1):
+            o = int(ppick[j][left])
+            if o >= 0:
+                chosen[j] = o
+                left -= options[j][o][0]
+        if i is not None:
+            left = cap - c
+            for j in range(i + 1, n):
+                o = int(spick[j][left])
+                if o >= 0:
+                    chosen[j] = o
+                    left -= options[j][o][0]
+        return chosen
+
+    def place(todo: Sequence[int], chosen: Mapping[int, int], rows: dict[int, int],
+              room: dict[Hashable, int]) -> bool:
+        """Greedy best fit of the apps ``todo`` onto ``room``; fills ``rows``."""
+        order = sorted(todo, key=lambda j: (len(options[j][chosen[j]][2]),
+                                            -options[j][chosen[j]][0], j))
+        for j in order:
+            pick, slack = -1, math.inf
+            for b in options[j][chosen[j]][2]:
+                use = units[j][b]
+                tight = min(room[key] - u for key, u in use.items())
+                if 0 <= tight < slack:
+                    pick, slack = b, tight
+            if pick < 0:
+                return False
+            for key, u in units[j][pick].items():
+                room[key] -= u
+            rows[j] = pick
+        return True
+
+    pf: dict[str, Any] = {}
+    fallback: dict[str, Optimizer] = {}
+
+    def use_milp(apps: Sequence[int]) -> tuple[float, dict[int, int | None]]:
+        stats.milp_fallbacks += 1
+        if "opt" not in fallback:
+            fallback["opt"] = milp(pf.get("rows"))
+        return fallback["opt"](apps)
+
+    def optimise(apps: Sequence[int]) -> tuple[float, dict[int, int | None]]:
+        missing = sorted(set(range(n)) - set(apps))
+        if len(missing) > 1:
+            raise ValueError("the relaxation optimiser answers PF and PF-without-one only")
+        if not missing:
+            chosen = select(None, cap)
+            rows: dict[int, int] = {}
+            room = dict(cap_of)
+            if not place(list(chosen), chosen, rows, room):
+                return use_milp(apps)
+            stats.certified += 1
+            pf.update(rows=rows, room=room, chosen=chosen, value=float(prefix[n][cap]))
+            return pf["value"], dict(rows)
+        i = missing[0]
+        joined = prefix[i] + suffix[i + 1][::-1]  # F_i[c] + B_{i+1}[C - c]
+        c_best = int(np.argmax(joined))
+        value = float(joined[c_best])
+        if "rows" not in pf:  # PF went to the MILP: so do its payments
+            return use_milp(apps)
+        lower = pf["value"] - (weights[i][pf["rows"][i]] if i in pf["rows"] else base[i])
+        if value <= lower + 1e-12:  # PF minus i is feasible and meets the bound
+            stats.certified += 1
+            return lower, {}
+        chosen = select(i, c_best)
+        rows = dict(pf["rows"])
+        room = dict(pf["room"])
+        for j in list(rows):
+            if j == i or chosen.get(j) != pf["chosen"].get(j):
+                for key, u in units[j][rows.pop(j)].items():
+                    room[key] += u
+        if not place([j for j in chosen if j not in rows], chosen, rows, room):
+            rows, room = {}, dict(cap_of)
+            if not place(list(chosen), chosen, rows, room):
+                return use_milp(apps)
+        stats.certified += 1
+        return value, {}
+
+    return optimise
+
+
 def partial_allocation(bids: Sequence[Bid], capacity: Mapping[Hashable, int],
                        options: AuctionOptions | None = None, *, brute_force: bool = False
                        ) -> AuctionResult:
@@ -353,11 +548,18 @@ def partial_allocation(bids: Sequence[Bid], capacity: Mapping[Hashable, int],
     result = AuctionResult({}, {}, 0.0)
     started = time.perf_counter()
     pool = _single_pool(bids, capacity) if options.knapsack else None
+    root = None
+    if options.knapsack and pool is None and len(bids) >= max(2, options.relax_min_apps):
+        root = _common_pool(bids, capacity)
     if brute_force:
         optimise = _brute_optimizer(bids, weights, base, capacity)
     elif pool is not None:
         optimise = _knapsack_optimizer(bids, weights, base, int(capacity[pool]))
         result.backends.add("knapsack")
+    elif root is not None:
+        def milp(pf_rows: Mapping[int, int] | None) -> Optimizer:
+            return _milp_optimizer(bids, weights, base, capacity, options, result, pf_rows)
+        optimise = _relaxed_optimizer(bids, weights, base, capacity, root, milp, result)
     else:
         optimise = _milp_optimizer(bids, weights, base, capacity, options, result)
     chosen, c, opt = _run_pa(bids, weights, base, optimise)
@@ -365,8 +567,10 @@ def partial_allocation(bids: Sequence[Bid], capacity: Mapping[Hashable, int],
                      for i, b in enumerate(bids)}
     result.c = {b.app: c[i] for i, b in enumerate(bids)}
     result.objective = opt
-    if brute_force or pool is not None:
-        result.solve_s = time.perf_counter() - started
+    if root is not None and result.certified:
+        result.backends.add("root-dp")
+    if brute_force or pool is not None or root is not None:
+        result.solve_s = time.perf_counter() - started  # wall time, MILP fallbacks included
     return result
 
 
