@@ -86,21 +86,31 @@ class RegimeTracker:
             cur.end_step = max(cur.end_step, step)
 
     def observe_time(self, step: int, seconds: float, weight: float = 1.0) -> None:
-        cur = self.current
-        if cur is None:
+        """One iteration time. Called once per timed log line, so the common path (the
+        regime's cached estimate is fresh and the value is near it) is written inline."""
+        regimes = self.regimes
+        if regimes:
+            cur = regimes[-1]
+        else:
             cur = Regime(step, step, None)
-            self.regimes.append(cur)
-        cur.end_step = max(cur.end_step, step)
+            regimes.append(cur)
+        if step > cur.end_step:
+            cur.end_step = step
         if cur.batch_size is None and len(cur.values) >= self.confirm and self._shifted(
                 cur, step, seconds, weight):
             return
-        cur.add(seconds, weight)
+        cur.values.append(seconds)
+        cur.weights.append(weight)
+        cur._stale += 1
 
     def _shifted(self, cur: Regime, step: int, seconds: float, weight: float) -> bool:
         """Hold values far from the regime; open a new regime once ``confirm`` agree."""
-        est = cur.estimate()
+        est = cur._cached
+        if cur._stale and (est is None or cur._stale >= max(4, len(cur.values) // 2)):
+            est = cur.estimate()
         if est is None or abs(seconds - est.value) <= self.shift * est.value:
-            self._pending.clear()
+            if self._pending:
+                self._pending.clear()
             return False
         self._pending.append((step, seconds, weight))
         if len(self._pending) < self.confirm:

@@ -40,14 +40,37 @@ def robust_mean(values: Sequence[float], weights: Sequence[float] | None = None
                 ) -> Estimate | None:
     """Weighted mean of the values within 3 scaled MADs of the median.
 
-    Called once per job per round on windows of up to a few hundred values, so it is
-    written for speed: one sort for the median, one for the MAD, comprehensions only.
+    Called for every job's window (up to a few hundred values) in every round and during
+    parsing, so it is written for speed: one sort for the median, one for the MAD,
+    comprehensions only. Unit weights (every windowed time) take a path without
+    (value, weight) pairs; ``math.fsum`` is exact whatever the order, so summing the sorted
+    values gives the same result to the last bit.
     """
-    if weights is None:
-        pairs = [(v, 1.0) for v in values if v > 0 and v != math.inf]
+    if weights is not None and weights.count(1.0) != len(weights):
+        return _weighted(values, weights)
+    if weights is not None and len(weights) != len(values):
+        raise ValueError("values and weights differ in length")
+    inf = math.inf
+    ordered = sorted([v for v in values if v > 0 and v != inf])
+    if not ordered:
+        return None
+    med = _median(ordered)
+    mad = _median(sorted([abs(v - med) for v in ordered])) * MAD_SCALE
+    limit = REJECT_MADS * mad if mad > 0 else 0.05 * med
+    kept = [v for v in ordered if abs(v - med) <= limit] or [med]
+    n = len(kept)
+    mean = math.fsum(kept) / n
+    if n > 1:
+        var = math.fsum([(v - mean) ** 2 for v in kept]) / (n - 1)
+        rel = math.sqrt(var / n) / mean
     else:
-        pairs = [(v, w) for v, w in zip(values, weights, strict=True)
-                 if v > 0 and v != math.inf]
+        rel = 1.0
+    return Estimate(mean, n, len(ordered) - n, rel)
+
+
+def _weighted(values: Sequence[float], weights: Sequence[float]) -> Estimate | None:
+    pairs = [(v, w) for v, w in zip(values, weights, strict=True)
+             if v > 0 and v != math.inf]
     if not pairs:
         return None
     ordered = sorted(v for v, _ in pairs)

@@ -93,7 +93,16 @@ class Accumulator:
         self._report.iterations_done = last_step
 
     def add(self, samples: Iterable[Sample]) -> None:
+        """Fold samples in, in order.
+
+        This runs once per parsed log line, so the common case (a new, higher step with a
+        windowed time) is handled inline; duplicates, restarts, warm-up and cumulative
+        averages branch off it (``_advance``, ``_cumulative``).
+        """
         rep = self._report
+        recent = self._recent
+        regimes = self.regimes
+        fresh = self._fresh
         for s in samples:
             if s.phase == EVAL:
                 rep.eval_samples += 1
@@ -106,17 +115,49 @@ class Accumulator:
                 rep.epochs_total = s.total_epochs
             if s.total_steps is not None:
                 rep.iterations_total = s.total_steps
+            # seconds per iteration, once (Sample.seconds_per_iter, inlined)
+            spi = s.iter_time_s
+            if spi is None or not spi > 0:  # (NaN too)
+                spi = s.steps_per_s
+                if spi is not None and spi > 0:
+                    spi = 1.0 / spi
+                elif s.samples_per_s and s.batch_size:
+                    spi = s.batch_size / s.samples_per_s
+                else:
+                    spi = None
             step = s.step
             if step is not None:
-                if not self._advance(s, step):
+                last = self._last_step
+                if last is None or step > last:
+                    # a new step: no duplicate and no restart possible
+                    recent[step] = (self._index, s.loss, spi is not None)
+                    if len(recent) > RECENT:
+                        del recent[next(iter(recent))]
+                    self._index += 1
+                    self._last_step = step
+                    self._segment_samples += 1
+                elif not self._advance(s, step, spi is not None):
                     continue
                 rep.iterations_done = step
             if s.batch_size is not None:
                 rep.batch_size = s.batch_size
-                self.regimes.observe_batch(step if step is not None else 0, s.batch_size)
-            self._time(s, step)
+                regimes.observe_batch(step if step is not None else 0, s.batch_size)
+            if spi is None:
+                continue
+            if s.cumulative:
+                if s.period_n is None:
+                    self._whole_run = spi
+                else:
+                    self._cumulative(s, spi, step or 0)
+                continue
+            if self._segment_samples <= self.warmup and step is not None:
+                rep.warmup_skipped += 1
+                self._warmup_spi = spi
+                continue
+            regimes.observe_time(step or self._last_step or 0, spi)
+            fresh.append((len(regimes.regimes), spi))
 
-    def _advance(self, s: Sample, step: int) -> bool:
+    def _advance(self, s: Sample, step: int, timed: bool) -> bool:
         """False for a duplicate; notes a restart when the counter goes back.
 
         The last step again, or a step seen in the last two samples with the same (or no)
@@ -126,7 +167,6 @@ class Accumulator:
         Going back to any other step is a restart (requeue, resume from a checkpoint).
         """
         last = self._last_step
-        timed = s.seconds_per_iter() is not None
         if last is not None and step <= last:
             seen = self._recent.get(step)
             if seen is not None and (step == last or self._index - seen[0] <= 2):
@@ -148,23 +188,6 @@ class Accumulator:
         self._last_step = step
         self._segment_samples += 1
         return True
-
-    def _time(self, s: Sample, step: int | None) -> None:
-        spi = s.seconds_per_iter()
-        if spi is None:
-            return
-        if s.cumulative:
-            if s.period_n is None:
-                self._whole_run = spi
-            else:
-                self._cumulative(s, spi, step or 0)
-            return
-        if self._segment_samples <= self.warmup and step is not None:
-            self._report.warmup_skipped += 1
-            self._warmup_spi = spi
-            return
-        self.regimes.observe_time(step or self._last_step or 0, spi)
-        self._fresh.append((len(self.regimes.regimes), spi))
 
     def _cumulative(self, s: Sample, avg: float, step: int) -> None:
         key = s.epoch if s.epoch is not None else 0.0

@@ -37,6 +37,19 @@ class Parser:
     # round still reads these from the part of a chunk it otherwise passes over
     context_pattern: ClassVar[re.Pattern[str] | None] = None
 
+    # ``pattern`` with its leading ``^`` replaced by a newline (``parse`` prepends one to the
+    # text): the regex engine then jumps from line end to line end with a fast character
+    # search instead of attempting a match at every position of the chunk
+    _scan: ClassVar[re.Pattern[str]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        pattern = cls.__dict__.get("pattern")
+        if pattern is not None:
+            source = pattern.pattern
+            cls._scan = (re.compile("\n" + source[1:], pattern.flags)
+                         if source.startswith("^") else pattern)
+
     def __init__(self, context: dict[str, Any] | None = None) -> None:
         self.context: dict[str, Any] = dict(context or {})
 
@@ -57,7 +70,8 @@ class Parser:
         matched = 0
         convert = self.convert
         append = samples.append
-        for match in self.pattern.finditer(text):
+        scan = self._scan
+        for match in scan.finditer("\n" + text if scan is not self.pattern else text):
             matched += 1
             try:
                 sample = convert(match)
