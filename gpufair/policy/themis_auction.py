@@ -17,6 +17,7 @@ of spec §3.3); tests use one key per GPU (the explicit-subset form). The MILP d
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import random
@@ -449,25 +450,59 @@ def _relaxed_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: li
     for i in range(n - 1, -1, -1):
         suffix[i], spick[i] = step(suffix[i + 1], i)
 
-    def select(i: int | None, c: int) -> dict[int, int]:
-        """The relaxation's choice (app → option) without app ``i`` (None: PF), prefix
-        apps within ``c`` units and suffix apps within the rest."""
-        chosen: dict[int, int] = {}
-        stop = n if i is None else i
+    # Reference paths: PF backtracked through the prefix tables, and the full problem walked
+    # forward through the suffix tables; ``*_left[j]`` is the capacity the walk holds at
+    # app j. A without-i walk that reaches a reference's capacity at some app follows that
+    # reference from there on, so it stops early and only the apps before are explicit.
+    # plain lists: the walks index one entry per app, where numpy scalars cost 5x more
+    pp = [p.tolist() for p in ppick]
+    sp_ = [p.tolist() for p in spick]
+    size = [[k for k, _, _ in opts] for opts in options]
+    pf_choice = [-1] * n
+    pf_left = [0] * (n + 1)
+    left = cap
+    for j in range(n - 1, -1, -1):
+        pf_left[j + 1] = left
+        pf_choice[j] = o = pp[j][left]
+        if o >= 0:
+            left -= size[j][o]
+    ref_choice = [-1] * n
+    ref_left = [0] * (n + 1)
+    left = cap
+    for j in range(n):
+        ref_left[j] = left
+        ref_choice[j] = o = sp_[j][left]
+        if o >= 0:
+            left -= size[j][o]
+    ref_differs = [j for j in range(n) if ref_choice[j] != pf_choice[j]]
+
+    def changes(i: int, c: int) -> dict[int, int]:
+        """The relaxation's choice without app ``i`` (prefix apps within ``c`` units), as
+        the apps whose option differs from PF's (-1: nothing), i itself included."""
+        diff = {i: -1}
         left = c
-        for j in range(stop - 1, -1, -1):
-            o = int(ppick[j][left])
+        for j in range(i - 1, -1, -1):
+            if left == pf_left[j + 1]:
+                break
+            o = pp[j][left]
+            if o != pf_choice[j]:
+                diff[j] = o
             if o >= 0:
-                chosen[j] = o
-                left -= options[j][o][0]
-        if i is not None:
-            left = cap - c
-            for j in range(i + 1, n):
-                o = int(spick[j][left])
-                if o >= 0:
-                    chosen[j] = o
-                    left -= options[j][o][0]
-        return chosen
+                left -= size[j][o]
+        left = cap - c
+        stop = n
+        for j in range(i + 1, n):
+            if left == ref_left[j]:
+                stop = j
+                break
+            o = sp_[j][left]
+            if o != pf_choice[j]:
+                diff[j] = o
+            if o >= 0:
+                left -= size[j][o]
+        for j in ref_differs[bisect.bisect_left(ref_differs, stop):]:
+            diff[j] = ref_choice[j]
+        return diff
 
     def place(todo: Sequence[int], chosen: Mapping[int, int], rows: dict[int, int],
               room: dict[Hashable, int]) -> bool:
@@ -498,38 +533,49 @@ def _relaxed_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: li
         return fallback["opt"](apps)
 
     def optimise(apps: Sequence[int]) -> tuple[float, dict[int, int | None]]:
-        missing = sorted(set(range(n)) - set(apps))
-        if len(missing) > 1:
-            raise ValueError("the relaxation optimiser answers PF and PF-without-one only")
-        if not missing:
-            chosen = select(None, cap)
+        if len(apps) == n:
+            chosen = {j: o for j, o in enumerate(pf_choice) if o >= 0}
             rows: dict[int, int] = {}
             room = dict(cap_of)
             if not place(list(chosen), chosen, rows, room):
                 return use_milp(apps)
             stats.certified += 1
-            pf.update(rows=rows, room=room, chosen=chosen, value=float(prefix[n][cap]))
+            pf.update(rows=rows, room=room, value=float(prefix[n][cap]))
             return pf["value"], dict(rows)
-        i = missing[0]
+        if len(apps) != n - 1:
+            raise ValueError("the relaxation optimiser answers PF and PF-without-one only")
+        i = n * (n - 1) // 2 - sum(apps)  # the one app left out
         joined = prefix[i] + suffix[i + 1][::-1]  # F_i[c] + B_{i+1}[C - c]
         c_best = int(np.argmax(joined))
         value = float(joined[c_best])
         if "rows" not in pf:  # PF went to the MILP: so do its payments
             return use_milp(apps)
-        lower = pf["value"] - (weights[i][pf["rows"][i]] if i in pf["rows"] else base[i])
+        rows, room = pf["rows"], pf["room"]
+        lower = pf["value"] - (weights[i][rows[i]] if i in rows else base[i])
         if value <= lower + 1e-12:  # PF minus i is feasible and meets the bound
             stats.certified += 1
             return lower, {}
-        chosen = select(i, c_best)
-        rows = dict(pf["rows"])
-        room = dict(pf["room"])
-        for j in list(rows):
-            if j == i or chosen.get(j) != pf["chosen"].get(j):
-                for key, u in units[j][rows.pop(j)].items():
-                    room[key] += u
-        if not place([j for j in chosen if j not in rows], chosen, rows, room):
-            rows, room = {}, dict(cap_of)
-            if not place(list(chosen), chosen, rows, room):
+        diff = changes(i, c_best)
+        # try in place from the PF rows, then undo: only the changed apps move
+        removed = {j: rows.pop(j) for j in diff if j in rows}
+        for j, b in removed.items():
+            for key, u in units[j][b].items():
+                room[key] += u
+        todo = [j for j, o in diff.items() if o >= 0]
+        chosen = {j: diff[j] for j in todo}
+        placed: dict[int, int] = {}
+        ok = place(todo, chosen, placed, room)
+        for j, b in placed.items():
+            for key, u in units[j][b].items():
+                room[key] += u
+        for j, b in removed.items():
+            for key, u in units[j][b].items():
+                room[key] -= u
+            rows[j] = b
+        if not ok:
+            full = {j: diff.get(j, o) for j, o in enumerate(pf_choice)}
+            full = {j: o for j, o in full.items() if o >= 0}
+            if not place(list(full), full, {}, dict(cap_of)):
                 return use_milp(apps)
         stats.certified += 1
         return value, {}
