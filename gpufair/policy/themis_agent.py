@@ -198,16 +198,25 @@ class Agent:
         """Rows of one bundle size on one GPU type: anywhere, then narrower pools that help."""
         k = sum(j.gpus for j in jobs)
         gpu_type = type_pool[1]
-        best = self._rho_with(view, now, jobs, gpu_type, offer.span_level(type_pool, k))
+        # ρ depends on the pool only through its placement level: price each level once,
+        # not once per rack (32 racks of one level on 2,048 GPUs)
+        by_level: dict[str, float] = {}
+
+        def value_at(level: str) -> float:
+            if level not in by_level:
+                by_level[level] = self._rho_with(view, now, jobs, gpu_type, level)
+            return by_level[level]
+
+        best = value_at(offer.span_level(type_pool, k))
         rows = [BidRow(offer.uses(type_pool, k), k, best, (type_pool, tuple(j.id for j in jobs)))]
         narrower = [p for p in offer.children(type_pool) if offer.free[p] >= k]
         for rack in narrower:
-            value = self._rho_with(view, now, jobs, gpu_type, offer.span_level(rack, k))
+            value = value_at(offer.span_level(rack, k))
             if value < best - 1e-12:
                 rows.append(BidRow(offer.uses(rack, k), k, value,
                                    (rack, tuple(j.id for j in jobs))))
         local_best = min((r.rho for r in rows), default=best)
-        machine_value = self._rho_with(view, now, jobs, gpu_type, "machine")
+        machine_value = value_at("machine")
         if len(jobs) == 1 and machine_value < local_best - 1e-12:
             machines = sorted((p for r in narrower for p in offer.children(r)
                                if offer.free[p] >= k), key=lambda p: (offer.free[p], p[1]))
