@@ -15,6 +15,7 @@ Handled here once for every family:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,10 @@ class JobReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+
+
+# every field of a JobReport, in declaration order, fetched in one C call
+_REPORT_FIELDS = operator.attrgetter(*JobReport.__slots__)  # type: ignore[attr-defined]
 
 
 class Accumulator:
@@ -265,4 +270,4 @@ class Accumulator:
         rep.regimes = [r.as_dict(exact) for r in self.regimes.regimes]
         if stats is not None:
             rep.lines = stats.as_dict()
-        return JobReport(**{k: getattr(rep, k) for k in JobReport.__slots__})
+        return JobReport(*_REPORT_FIELDS(rep))  # a snapshot: later rounds update ``rep``

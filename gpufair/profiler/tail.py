@@ -62,7 +62,9 @@ def _complete(chunk: bytes, at_eof_limit: bool) -> tuple[bytes, int]:
 
 
 def read_new(path: str, pos: Position | None, max_bytes: int = MAX_BYTES) -> Read:
-    pos = Position() if pos is None else Position(**pos.as_dict())
+    # a copy: the caller's position stays as it was if anything below fails
+    pos = Position() if pos is None else Position(pos.dev, pos.ino, pos.offset, pos.head,
+                                                  pos.head_len)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:

@@ -30,13 +30,14 @@ class HfTrainerParser(Parser):
     pattern = re.compile(rf"^[^\S\n\r]*(?:{_DICT}|{_TQDM})", re.M)
 
     def convert(self, m: re.Match[str]) -> Sample | None:
-        if m.group("dict") is not None:
-            return self._dict(m.group("dict"))
-        n, total = int(m.group("n")), int(m.group("total"))
+        text, n, total, rate, unit = m.group("dict", "n", "total", "rate", "unit")
+        if text is not None:
+            return self._dict(text)
+        n, total = int(n), int(total)
         if n == 0:
             return None
         train_total = self.context.setdefault("total", total)
-        spi = rate_to_seconds(m.group("rate"), m.group("unit"))
+        spi = rate_to_seconds(rate, unit)
         if total != train_total:
             return Sample(step=n, total_steps=total, phase=EVAL, iter_time_s=spi)
         return Sample(step=n, total_steps=total, iter_time_s=spi)

@@ -36,14 +36,15 @@ class LightningParser(Parser):
     context_pattern = re.compile(rf"^{_CSV_HEAD}.*$", re.M)
 
     def convert(self, m: re.Match[str]) -> Sample | None:
-        if m.group("n") is not None:
-            n, total = int(m.group("n")), int(m.group("total"))
+        n, total, rate, unit, val, ep = m.group("n", "total", "rate", "unit", "val", "ep")
+        if n is not None:
+            n, total = int(n), int(total)
             if n == 0:
                 return None  # a bar (re)drawn empty: no step done, no rate yet
-            spi = rate_to_seconds(m.group("rate"), m.group("unit"))
-            if m.group("val") is not None:
+            spi = rate_to_seconds(rate, unit)
+            if val is not None:
                 return Sample(step=n, total_steps=total, phase=EVAL, iter_time_s=spi)
-            return self._train(int(m.group("ep")), n, total, spi, None)
+            return self._train(int(ep), n, total, spi, None)
         if m.group("rn") is not None:
             n, total = int(m.group("rn")), int(m.group("rt"))
             spi = rate_to_seconds(m.group("rrate"), m.group("runit"))

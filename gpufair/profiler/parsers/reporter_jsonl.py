@@ -15,6 +15,7 @@ from gpufair.profiler.parsers.base import Parser
 _FIELDS = {"iteration": "step", "total_iterations": "total_steps", "epoch": "epoch",
            "total_epochs": "total_epochs", "iter_time_s": "iter_time_s",
            "samples_per_s": "samples_per_s", "batch_size": "batch_size", "loss": "loss"}
+_KEYS = frozenset(_FIELDS)
 _INTS = {"step", "total_steps", "total_epochs", "batch_size"}
 
 
@@ -28,10 +29,12 @@ class ReporterParser(Parser):
         if not isinstance(record, dict):
             raise ValueError("not an object")
         sample = Sample(phase=str(record.get("phase", TRAIN)))
-        for key, attr in _FIELDS.items():
-            value = record.get(key)
+        # only the fields the record has (any bad one drops the whole line, so order is moot)
+        for key in _KEYS.intersection(record):
+            value = record[key]
             if value is None:
                 continue
+            attr = _FIELDS[key]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"{key} is not a number")
             setattr(sample, attr, int(value) if attr in _INTS else float(value))

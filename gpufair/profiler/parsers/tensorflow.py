@@ -44,16 +44,17 @@ class TensorFlowParser(Parser):
 
     def convert(self, m: re.Match[str]) -> Sample | None:
         group = m.group
-        if group("gsps") is not None:
+        # one group() call fetches the common fields (group lookups add up at 10^5 lines)
+        gsps, estep, sec, eloss = group("gsps", "estep", "esec", "eloss")
+        if gsps is not None:
             # a rate over the steps since the last report: no step of its own
-            return Sample(steps_per_s=float(group("gsps")))
-        if group("estep") is not None:
-            step = int(group("estep"))
+            return Sample(steps_per_s=float(gsps))
+        if estep is not None:
+            step = int(estep)
             every = step - self.context.get("step", step)
             self.context["step"] = step
-            sec = group("esec")
             spi = float(sec) / every if sec is not None and every > 0 else None
-            return Sample(step=step, loss=float(group("eloss")), iter_time_s=spi)
+            return Sample(step=step, loss=float(eloss), iter_time_s=spi)
         if group("batch") is not None:
             self.context["batch"] = int(group("batch"))
             return None
