@@ -13,6 +13,10 @@ One round, for the participating apps P and the offered GPUs:
 Resources are abstract *constraint keys* with capacities: a bid row says how many units of
 each key it uses. The policy uses a laminar machine ⊂ rack ⊂ type pool tree (the compact form
 of spec §3.3); tests use one key per GPU (the explicit-subset form). The MILP does not care.
+
+Exact shortcuts before the MILP: one pool in all → a multiple-choice knapsack DP; one pool
+shared by all rows (one GPU type with rack/machine rows) → the same DP as an upper bound,
+certified by placing its selection on the other pools, the MILP only where that fails.
 """
 
 from __future__ import annotations
