@@ -6,6 +6,7 @@ history (warm-up, restarts, duplicates, regimes) happens once, downstream, for a
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 TRAIN = "train"
@@ -50,6 +51,7 @@ class Sample:
 
 
 _FIELDS = ("lines", "parsed", "ignored", "malformed", "binary", "bytes", "skimmed")
+_STATS = operator.attrgetter(*_FIELDS)
 
 
 @dataclass(slots=True)
@@ -69,7 +71,8 @@ class LineStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in _FIELDS}
+        # once per job per round: one C-level attrgetter instead of a comprehension
+        return dict(zip(_FIELDS, _STATS(self), strict=True))
 
 
 @dataclass(slots=True)

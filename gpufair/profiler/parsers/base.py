@@ -37,29 +37,35 @@ class Parser:
     # round still reads these from the part of a chunk it otherwise passes over
     context_pattern: ClassVar[re.Pattern[str] | None] = None
 
-    # ``pattern`` with its leading ``^`` replaced by a newline (``parse`` prepends one to the
-    # text): the regex engine then jumps from line end to line end with a fast character
-    # search instead of attempting a match at every position of the chunk
+    # ``pattern`` and ``context_pattern`` with the leading ``^`` replaced by a newline (the
+    # scans prepend one to the text, see ``_newline_led``): the regex engine then jumps from
+    # line end to line end instead of attempting a match at every position of the chunk
     _scan: ClassVar[re.Pattern[str]]
+    _context_scan: ClassVar[re.Pattern[str] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         pattern = cls.__dict__.get("pattern")
         if pattern is not None:
-            source = pattern.pattern
-            cls._scan = (re.compile("\n" + source[1:], pattern.flags)
-                         if source.startswith("^") else pattern)
+            cls._scan = _newline_led(pattern)
+        context = cls.__dict__.get("context_pattern")
+        if context is not None:
+            cls._context_scan = _newline_led(context)
 
     def __init__(self, context: dict[str, Any] | None = None) -> None:
         self.context: dict[str, Any] = dict(context or {})
 
     def skip(self, head: str) -> None:
         """Pass over ``head`` (a bounded round's older lines), keeping only its context."""
-        if self.context_pattern is None:
+        scan = self._context_scan
+        if scan is None:
             return
-        lines = [m.group(0) for m in self.context_pattern.finditer(head)]
+        if scan is self.context_pattern:
+            lines = "\n".join([m.group(0) for m in scan.finditer(head)])
+        else:  # each match starts with the newline before its line
+            lines = "".join([m.group(0) for m in scan.finditer("\n" + head)])[1:]
         if lines:
-            self.parse("\n".join(lines) + "\n", LineStats())
+            self.parse(lines + "\n", LineStats())
 
     def convert(self, match: re.Match[str]) -> Sample | None:
         """One match to one sample (or None for a context-only line such as ``Epoch 3/10``)."""
@@ -85,6 +91,19 @@ class Parser:
             flagged = sum(text.count(k) for k in self.keywords)
             stats.malformed += max(0, flagged - matched)
         return samples
+
+
+def _newline_led(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """``^...`` (multi-line) as ``\\n...``, to be run over the text with a newline prepended.
+
+    Equivalent for patterns whose matches never end just after a newline, which holds for
+    every family's (a match ends on a field, never on a line end). A leading literal lets
+    the regex engine find candidate positions with a fast character search.
+    """
+    source = pattern.pattern
+    if not source.startswith("^"):
+        return pattern
+    return re.compile("\n" + source[1:], pattern.flags)
 
 
 def num(text: str | None) -> float | None:
