@@ -8,6 +8,7 @@ neighbour): a plain mean chases them, a plain median ignores real drift. Rejecti
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -57,7 +58,13 @@ def robust_mean(values: Sequence[float], weights: Sequence[float] | None = None
     med = _median(ordered)
     mad = _median(sorted([abs(v - med) for v in ordered])) * MAD_SCALE
     limit = REJECT_MADS * mad if mad > 0 else 0.05 * med
-    kept = [v for v in ordered if abs(v - med) <= limit] or [med]
+    # |v - med| <= limit holds on one contiguous run of the sorted values (a rounded
+    # difference is monotone in v): two binary searches find exactly the values it keeps
+    def offset(v: float) -> float:
+        return v - med
+
+    kept = ordered[bisect_left(ordered, -limit, key=offset):
+                   bisect_right(ordered, limit, key=offset)] or [med]
     n = len(kept)
     mean = math.fsum(kept) / n
     if n > 1:

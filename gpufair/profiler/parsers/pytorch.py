@@ -59,29 +59,30 @@ class PyTorchParser(Parser):
 
     def _plain(self, m: re.Match[str]) -> Sample:
         ps, pn, rest = m.group("ps", "pn", "rest")
-        sample = Sample(step=int(ps), total_steps=integer(pn))
-        # the alternative that matched is the last group closed (``tu`` follows ``tv``)
-        for f in _REST.finditer(rest):
-            kind = f.lastgroup
-            if kind == "tv" or kind == "tu":
-                if sample.iter_time_s is None:
-                    tv = float(f.group("tv"))
-                    sample.iter_time_s = tv / 1000.0 if f.group("tu") == "ms" else tv
-            elif kind == "spi":
-                if sample.iter_time_s is None:
-                    sample.iter_time_s = float(f.group("spi"))
-            elif kind == "ips":
-                if sample.steps_per_s is None:
-                    sample.steps_per_s = float(f.group("ips"))
-            elif kind == "sps":
-                if sample.samples_per_s is None:
-                    sample.samples_per_s = float(f.group("sps"))
-            elif kind == "bs":
-                if sample.batch_size is None:
-                    sample.batch_size = int(f.group("bs"))
-            elif kind == "loss" and sample.loss is None:
-                sample.loss = _loss(f.group("loss"))
-        return sample
+        spi = steps = samples = loss = None
+        batch: int | None = None
+        # findall's tuples (no match objects): a group that did not take part is "", and
+        # every group that did holds at least one character
+        for tv, tu, sp, ips, sps, bs, ls in _REST.findall(rest):
+            if tv:
+                if spi is None:
+                    spi = float(tv) / 1000.0 if tu == "ms" else float(tv)
+            elif sp:
+                if spi is None:
+                    spi = float(sp)
+            elif ips:
+                if steps is None:
+                    steps = float(ips)
+            elif sps:
+                if samples is None:
+                    samples = float(sps)
+            elif bs:
+                if batch is None:
+                    batch = int(bs)
+            elif ls and loss is None:
+                loss = _loss(ls)
+        return Sample(step=int(ps), total_steps=integer(pn), iter_time_s=spi,
+                      steps_per_s=steps, samples_per_s=samples, batch_size=batch, loss=loss)
 
 
 def _loss(text: str | None) -> float | None:
