@@ -307,6 +307,42 @@ def _brute_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list
     return optimise
 
 
+def _knapsack_tables(choices: Sequence[Sequence[tuple[int, float]]], base: Sequence[float],
+                     cap: int) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray],
+                                        list[np.ndarray]]:
+    """Prefix and suffix tables of a multiple-choice knapsack, with the option each picks.
+
+    ``choices[i]`` are app i's (units, weight) options; ``base[i]`` is its value with none.
+    prefix[i][c] is the best value of apps < i within c units, suffix[i][c] of apps >= i;
+    picks give the option taken at each capacity (-1: none). Both exact PF paths build on
+    these: one max-plus join per "without i" optimum.
+    """
+    def step(table: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+        best = table + base[i]
+        pick = np.full(cap + 1, -1, dtype=np.int32)
+        for o, (k, w) in enumerate(choices[i]):
+            if k > cap:
+                continue
+            cand = np.full(cap + 1, -np.inf)
+            cand[k:] = table[: cap + 1 - k] + w
+            better = cand > best + 1e-12
+            best = np.where(better, cand, best)
+            pick = np.where(better, o, pick)
+        return best, pick
+
+    n = len(choices)
+    prefix, prefix_picks = [np.zeros(cap + 1)], []
+    for i in range(n):
+        table, pick = step(prefix[-1], i)
+        prefix.append(table)
+        prefix_picks.append(pick)
+    suffix: list[np.ndarray] = [np.zeros(cap + 1)] * (n + 1)
+    suffix_picks: list[np.ndarray] = [np.zeros(0, dtype=np.int32)] * n
+    for i in range(n - 1, -1, -1):
+        suffix[i], suffix_picks[i] = step(suffix[i + 1], i)
+    return prefix, prefix_picks, suffix, suffix_picks
+
+
 def _single_pool(bids: Sequence[Bid], capacity: Mapping[Hashable, int]) -> Hashable | None:
     """The one resource every row draws from, if there is exactly one (else None)."""
     keys = {k for b in bids for r in b.rows for k in r.uses}
@@ -324,29 +360,8 @@ def _knapsack_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: l
     """
     n = len(bids)
     sizes = [[next(iter(r.uses.values())) for r in b.rows] for b in bids]
-
-    def step(table: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
-        best = table + base[i]
-        pick = np.full(cap + 1, -1, dtype=int)
-        for b, (k, w) in enumerate(zip(sizes[i], weights[i], strict=True)):
-            if k > cap:
-                continue
-            cand = np.full(cap + 1, -np.inf)
-            cand[k:] = table[: cap + 1 - k] + w
-            better = cand > best + 1e-12
-            best = np.where(better, cand, best)
-            pick = np.where(better, b, pick)
-        return best, pick
-
-    prefix = [np.zeros(cap + 1)]
-    picks = []
-    for i in range(n):
-        table, pick = step(prefix[-1], i)
-        prefix.append(table)
-        picks.append(pick)
-    suffix = [np.zeros(cap + 1)] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        suffix[i] = step(suffix[i + 1], i)[0]
+    choices = [list(zip(sizes[i], weights[i], strict=True)) for i in range(n)]
+    prefix, picks, suffix, _ = _knapsack_tables(choices, base, cap)
 
     def optimise(apps: Sequence[int]) -> tuple[float, dict[int, int | None]]:
         missing = sorted(set(range(n)) - set(apps))
@@ -431,28 +446,8 @@ def _relaxed_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: li
                 raise ValueError(f"bid row of {bids[i].app!r} uses unknown resource "
                                  f"{next(k for k in use if k not in cap_of)!r}")
 
-    def step(table: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
-        best = table + base[i]
-        pick = np.full(cap + 1, -1, dtype=np.int16)
-        for o, (k, w, _) in enumerate(options[i]):
-            if k > cap:
-                continue
-            cand = np.full(cap + 1, -np.inf)
-            cand[k:] = table[: cap + 1 - k] + w
-            better = cand > best + 1e-12
-            best = np.where(better, cand, best)
-            pick = np.where(better, o, pick)
-        return best, pick
-
-    prefix, ppick = [np.zeros(cap + 1)], []
-    for i in range(n):
-        table, pick = step(prefix[-1], i)
-        prefix.append(table)
-        ppick.append(pick)
-    suffix: list[np.ndarray] = [np.zeros(cap + 1)] * (n + 1)
-    spick: list[np.ndarray] = [np.zeros(0, dtype=np.int16)] * n
-    for i in range(n - 1, -1, -1):
-        suffix[i], spick[i] = step(suffix[i + 1], i)
+    prefix, ppick, suffix, spick = _knapsack_tables(
+        [[(k, w) for k, w, _ in opts] for opts in options], base, cap)
 
     # Reference paths: PF backtracked through the prefix tables, and the full problem walked
     # forward through the suffix tables; ``*_left[j]`` is the capacity the walk holds at
