@@ -11,8 +11,8 @@ import pytest
 from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
 from gpufair.adapters.simulator.engine import TraceSimulator
 from gpufair.adapters.simulator.semantics import ARTIFACT
-from gpufair.metrics import compute_metrics
 from gpufair.plugin.arbiter import Arbiter
+from gpufair.plugin.simulate import run_to_end
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 
@@ -29,12 +29,9 @@ def run_canonical(trace, throughputs, policy_name):
     config = PolicyConfig(round_s=120.0, recompute_interval_s=1000.0, solver_backend="ecos")
     policy = create_policy(policy_name, config)
     arbiter = Arbiter(sim, policy)
-    gpus_per_round = []
-    while not sim.finished:
-        arbiter.step()
-        gpus_per_round.append(sim.gpus_in_use())
-        sim.advance()
-    metrics = compute_metrics(sim.outcomes(), sim.num_gpus, sim.makespan(), sim.busy_gpu_s)
+    gpus_per_round: list[int] = []
+    run_to_end(sim, arbiter, lambda: gpus_per_round.append(sim.gpus_in_use()))
+    metrics = sim.metrics()
     return sim, policy, metrics, gpus_per_round
 
 

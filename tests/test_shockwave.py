@@ -181,17 +181,15 @@ def test_canonical_trace_against_artifact_row(canonical_trace, tacc):
     from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
     from gpufair.adapters.simulator.engine import TraceSimulator
     from gpufair.adapters.simulator.semantics import ARTIFACT
-    from gpufair.metrics import compute_metrics
     from gpufair.plugin.arbiter import Arbiter
+    from gpufair.plugin.simulate import run_to_end
 
     sim = TraceSimulator(canonical_trace, tacc, parse_cluster_spec("v100:32"), ARTIFACT, 120.0)
     policy = ShockwavePolicy(PolicyConfig(round_s=120.0, seed=0))
-    arbiter = Arbiter(sim, policy)
-    while not sim.finished:
-        arbiter.step()
-        assert sim.gpus_in_use() <= 32
-        sim.advance()
-    m = compute_metrics(sim.outcomes(), sim.num_gpus, sim.makespan(), sim.busy_gpu_s)
+    use: list[int] = []
+    run_to_end(sim, Arbiter(sim, policy), lambda: use.append(sim.gpus_in_use()))
+    assert max(use) <= 32
+    m = sim.metrics()
     assert m.num_jobs == 120
     assert m.makespan_s == pytest.approx(24197, rel=0.05)
     assert m.worst_rho <= 1.784

@@ -13,6 +13,7 @@ from gpufair.adapters.simulator.throughputs import throughputs_from_dict
 from gpufair.adapters.simulator.trace import parse_trace
 from gpufair.model import JobState, Preempt, Resize, Start
 from gpufair.plugin.arbiter import Arbiter
+from gpufair.plugin.simulate import run_to_end
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 
@@ -32,10 +33,7 @@ def simulator(lines, gpus=2, semantics=CLEAN, round_s=120.0):
 def run(sim, policy="fifo"):
     config = PolicyConfig(round_s=sim.round_s,
                           recompute_interval_s=sim.semantics.allocation_recompute_interval_s)
-    arbiter = Arbiter(sim, create_policy(policy, config))
-    while not sim.finished:
-        arbiter.step(preemptive=sim.at_round_boundary)
-        sim.advance()
+    run_to_end(sim, Arbiter(sim, create_policy(policy, config)))
     return {o.job_id: o for o in sim.outcomes()}
 
 

@@ -10,6 +10,7 @@ from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
 from gpufair.adapters.simulator.engine import TraceSimulator
 from gpufair.adapters.simulator.semantics import ARTIFACT, CLEAN
 from gpufair.plugin.arbiter import Arbiter
+from gpufair.plugin.simulate import run_to_end
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 
@@ -30,10 +31,7 @@ def run_alone(trace_job, throughputs, semantics, policy="max_min"):
     sim = TraceSimulator([job], throughputs, parse_cluster_spec("v100:32"), semantics, 120.0)
     config = PolicyConfig(round_s=120.0,
                           recompute_interval_s=semantics.allocation_recompute_interval_s)
-    arbiter = Arbiter(sim, create_policy(policy, config))
-    while not sim.finished:
-        arbiter.step(preemptive=sim.at_round_boundary)
-        sim.advance()
+    run_to_end(sim, Arbiter(sim, create_policy(policy, config)))
     return sim
 
 

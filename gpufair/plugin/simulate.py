@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -14,7 +15,7 @@ from gpufair.adapters.simulator.engine import DroppedJob, TraceSimulator
 from gpufair.adapters.simulator.semantics import semantics_named
 from gpufair.adapters.simulator.throughputs import load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
-from gpufair.metrics import Metrics, compute_metrics
+from gpufair.metrics import Metrics
 from gpufair.plugin.arbiter import Arbiter
 from gpufair.plugin.config import load_config
 from gpufair.policy.base import PolicyConfig
@@ -104,18 +105,12 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> Simulatio
     policy = create_policy(name, policy_config)
     arbiter = Arbiter(sim, policy)
     bar = _progress_bar(len(sim.jobs), name, progress)
-    done = 0
-    while not sim.finished:
-        arbiter.step(preemptive=sim.at_round_boundary)
-        sim.advance()
-        if bar is not None:
-            finished = sum(j.finished for j in sim.jobs)
-            bar.update(finished - done)
-            done = finished
+    run_to_end(sim, arbiter, None if bar is None else
+               lambda: bar.update(sum(j.finished for j in sim.jobs) - bar.n))
     if bar is not None:
         bar.close()
     wall = time.perf_counter() - started
-    metrics = compute_metrics(sim.outcomes(), sim.num_gpus, sim.makespan(), sim.busy_gpu_s)
+    metrics = sim.metrics()
     stats = getattr(policy, "stats", None)
     return SimulationReport(
         policy=name, semantics=semantics.name, metrics=metrics, wall_s=wall,
@@ -124,6 +119,17 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> Simulatio
         rounds=sim.rounds, decisions=arbiter.decisions, num_gpus=sim.num_gpus,
         busy_gpu_s=sim.busy_gpu_s, dropped=list(sim.dropped),
         trace=str(spec.trace or f"(bundled) {DEMO_TRACE}"))
+
+
+def run_to_end(sim: TraceSimulator, arbiter: Arbiter,
+               after_decision: Callable[[], object] | None = None) -> None:
+    """The arbiter loop on the virtual clock: decide (preempting only at round boundaries,
+    filling idle GPUs between them), then let the simulated cluster run to the next event."""
+    while not sim.finished:
+        arbiter.step(preemptive=sim.at_round_boundary)
+        if after_decision is not None:
+            after_decision()
+        sim.advance()
 
 
 def _progress_bar(total: int, name: str, enabled: bool | None):

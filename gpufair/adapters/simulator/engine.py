@@ -25,7 +25,7 @@ from gpufair.adapters.simulator.workload import (
     update_switch_flags,
 )
 from gpufair.errors import InputError
-from gpufair.metrics import JobOutcome
+from gpufair.metrics import JobOutcome, Metrics, compute_metrics
 from gpufair.model import (
     Action,
     ActionResult,
@@ -386,4 +386,7 @@ class TraceSimulator:
 
     def makespan(self) -> float:
         return self.now - self.jobs[0].arrival_s
+
+    def metrics(self) -> Metrics:
+        return compute_metrics(self.outcomes(), self.num_gpus, self.makespan(), self.busy_gpu_s)
 
