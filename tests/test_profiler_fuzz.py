@@ -93,3 +93,17 @@ def test_tailing_in_any_chunks_gives_the_same_report(path: Path, cuts: list[floa
         assert got.iter_time_s is None
     else:
         assert got.iter_time_s == pytest.approx(expected.iter_time_s, rel=1e-9)
+
+
+def test_absurd_iteration_times_are_not_fatal(tmp_path):
+    """Huge, close-together times once overflowed the robust mean and broke the round."""
+    from gpufair.profiler.profiler import profile_file
+    from gpufair.profiler.robust import robust_mean
+
+    huge = "1" + "0" * 200
+    log = tmp_path / "absurd.log"
+    log.write_text("".join(f"step {n} loss 1.0 time {n}{'0' * 200}\n" for n in range(1, 40))
+                   + f"step 40 loss 1.0 time {huge}\n")
+    profile_file(str(log))  # must not raise
+    assert robust_mean([1e200, 2e200, 3e200]) is None
+    assert robust_mean([1e200, 0.5, 0.5]).value == 0.5

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 MAD_SCALE = 1.4826
 REJECT_MADS = 3.0
+# No measurement is this large (seconds, samples/s, ...): beyond it a log line is malformed,
+# and squaring such values would overflow a float and take the round down with it.
+MAX_VALUE = 1e12
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +54,7 @@ def robust_mean(values: Sequence[float], weights: Sequence[float] | None = None
         return _weighted(values, weights)
     if weights is not None and len(weights) != len(values):
         raise ValueError("values and weights differ in length")
-    inf = math.inf
-    ordered = sorted([v for v in values if v > 0 and v != inf])
+    ordered = sorted([v for v in values if 0 < v <= MAX_VALUE])
     if not ordered:
         return None
     med = _median(ordered)
@@ -76,8 +78,7 @@ def robust_mean(values: Sequence[float], weights: Sequence[float] | None = None
 
 
 def _weighted(values: Sequence[float], weights: Sequence[float]) -> Estimate | None:
-    pairs = [(v, w) for v, w in zip(values, weights, strict=True)
-             if v > 0 and v != math.inf]
+    pairs = [(v, w) for v, w in zip(values, weights, strict=True) if 0 < v <= MAX_VALUE]
     if not pairs:
         return None
     ordered = sorted(v for v, _ in pairs)
