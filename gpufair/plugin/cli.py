@@ -1,4 +1,5 @@
-"""The `gpufair` command line: simulate, compare, validate."""
+"""The `gpufair` command line: simulate and compare policies, validate snapshots, profile job
+logs, run the Slurm daemon and its hooks, take snapshots and dry-run decisions."""
 
 from __future__ import annotations
 
