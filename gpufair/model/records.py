@@ -95,9 +95,6 @@ class ThroughputProfile:
     def rate(self, gpu_type: str, count: int) -> float | None:
         return self.rates.get((gpu_type, count))
 
-    def gpu_types(self) -> tuple[str, ...]:
-        return tuple(sorted({t for t, _ in self.rates}))
-
 
 @dataclass(frozen=True, slots=True)
 class Progress:

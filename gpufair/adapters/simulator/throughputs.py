@@ -43,9 +43,6 @@ class Throughputs:
                 out.append((batch, rate))
         return tuple(sorted(out))
 
-    def has(self, job_type: str, scale_factor: int, gpu_types: tuple[str, ...]) -> bool:
-        return all(self.rate(t, job_type, scale_factor) is not None for t in gpu_types)
-
 
 def parse_key(key: str, source: str, where: str) -> tuple[str, int]:
     match = _KEY.match(key)
