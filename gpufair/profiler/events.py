@@ -7,7 +7,11 @@ history (warm-up, restarts, duplicates, regimes) happens once, downstream, for a
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
 
 TRAIN = "train"
 EVAL = "eval"
@@ -75,8 +79,100 @@ class LineStats:
         return dict(zip(_FIELDS, _STATS(self), strict=True))
 
 
+# the numeric fields of a Sample, in declaration order; NaN marks "not stated"
+NUMERIC = ("step", "total_steps", "epoch", "total_epochs", "iter_time_s", "steps_per_s",
+           "samples_per_s", "batch_size", "loss", "period_n")
+_INTEGERS = frozenset({"step", "total_steps", "total_epochs", "batch_size", "period_n"})
+
+
 @dataclass(slots=True)
-class ParseResult:
-    family: str
-    samples: list[Sample] = field(default_factory=list)
-    stats: LineStats = field(default_factory=LineStats)
+class Samples:
+    """Many samples as columns: what parsers produce and the summary folds in.
+
+    A log of 10^6 lines is 10^6 samples; one Python object per sample (and per field)
+    would cap parsing far below the disk's speed, so parsers fill numpy columns instead.
+    Numbers are float64 with NaN for "the line did not state it" (a logged ``nan`` loss is
+    therefore indistinguishable from no loss, which is what the summary wants anyway);
+    ``eval`` and ``cumulative`` are boolean columns. Rows are in log order.
+    """
+
+    step: np.ndarray
+    total_steps: np.ndarray
+    epoch: np.ndarray
+    total_epochs: np.ndarray
+    iter_time_s: np.ndarray
+    steps_per_s: np.ndarray
+    samples_per_s: np.ndarray
+    batch_size: np.ndarray
+    loss: np.ndarray
+    period_n: np.ndarray
+    eval: np.ndarray
+    cumulative: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    @classmethod
+    def build(cls, n: int, *, eval: Any = False, cumulative: Any = False,
+              **numbers: Any) -> Samples:
+        """``n`` rows; each field an array of length ``n``, a scalar for all rows, or None."""
+        unknown = set(numbers) - set(NUMERIC)
+        if unknown:
+            raise TypeError(f"not sample fields: {sorted(unknown)}")
+        columns: dict[str, np.ndarray] = {}
+        for name in NUMERIC:
+            value = numbers.get(name)
+            if value is None:
+                columns[name] = np.full(n, np.nan)
+            else:
+                column = np.asarray(value, dtype=np.float64)
+                columns[name] = (np.full(n, float(column)) if column.ndim == 0
+                                 else column.reshape(n))
+        for name, value in (("eval", eval), ("cumulative", cumulative)):
+            flag = np.asarray(value, dtype=bool)
+            columns[name] = np.full(n, bool(flag)) if flag.ndim == 0 else flag.reshape(n)
+        return cls(**columns)
+
+    @classmethod
+    def empty(cls) -> Samples:
+        return cls.build(0)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Sample]) -> Samples:
+        rows = list(rows)
+        numbers = {name: np.array([_nan(getattr(r, name)) for r in rows], dtype=np.float64)
+                   for name in NUMERIC}
+        return cls.build(len(rows), eval=np.array([r.phase == EVAL for r in rows], dtype=bool),
+                         cumulative=np.array([r.cumulative for r in rows], dtype=bool),
+                         **numbers)
+
+    @classmethod
+    def concat(cls, parts: Sequence[Samples]) -> Samples:
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return cls.empty()
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
+
+    def take(self, index: np.ndarray | slice) -> Samples:
+        """The rows at ``index`` (an integer array, a boolean mask or a slice)."""
+        return Samples(*(getattr(self, f.name)[index] for f in fields(self)))
+
+    def rows(self) -> list[Sample]:
+        """Back to one object per row (tests, and the rare rows the summary walks one by one)."""
+        columns = [getattr(self, name).tolist() for name in NUMERIC]
+        out = []
+        for i, (is_eval, cumulative) in enumerate(zip(self.eval.tolist(),
+                                                      self.cumulative.tolist(), strict=True)):
+            values = {}
+            for name, column in zip(NUMERIC, columns, strict=True):
+                v = column[i]
+                if v == v:  # not NaN
+                    values[name] = int(v) if name in _INTEGERS else v
+            out.append(Sample(phase=EVAL if is_eval else TRAIN, cumulative=cumulative,
+                              **values))
+        return out
+
+
+def _nan(value: float | None) -> float:
+    return np.nan if value is None else value
