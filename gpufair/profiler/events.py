@@ -54,7 +54,7 @@ class Sample:
         return None
 
 
-_FIELDS = ("lines", "parsed", "ignored", "malformed", "binary", "bytes", "skimmed")
+_FIELDS = ("lines", "parsed", "ignored", "malformed", "binary", "bytes")
 _STATS = operator.attrgetter(*_FIELDS)
 
 
@@ -68,7 +68,6 @@ class LineStats:
     malformed: int = 0
     binary: int = 0
     bytes: int = 0
-    skimmed: int = 0  # lines a bounded round passed over (only context lines were read)
 
     def add(self, other: LineStats) -> None:
         for name in _FIELDS:

@@ -15,9 +15,9 @@ from typing import Any
 
 from gpufair.model import Job, Progress
 from gpufair.profiler import tensorboard_events
-from gpufair.profiler.events import LineStats
+from gpufair.profiler.events import LineStats, Sample, Samples
 from gpufair.profiler.store import MemoryOffsetStore, OffsetStore
-from gpufair.profiler.stream import LogStream
+from gpufair.profiler.stream import LogStream, feed_many
 from gpufair.profiler.summary import Accumulator, JobReport
 from gpufair.profiler.tail import MAX_BYTES, Position, read_new
 from gpufair.profiler.throughput import PACKED, ThroughputModel
@@ -47,17 +47,13 @@ class _Tracked:
 
 class Profiler:
     def __init__(self, store: OffsetStore | None = None, model: ThroughputModel | None = None,
-                 max_bytes: int = MAX_BYTES, max_lines: int | None = None,
-                 exact_reports: bool = True) -> None:
-        """``max_lines`` bounds the lines converted per log per round (None: every line);
-        ``exact_reports=False`` lets a report reuse a window estimate up to half a window
-        old. The defaults are what ``gpufair profile`` does; a daemon over thousands of logs
-        may relax both (``LogStream.bounded`` says what is kept).
-        """
+                 max_bytes: int = MAX_BYTES, exact_reports: bool = True) -> None:
+        """``exact_reports=False`` lets a report reuse a window estimate up to half a window
+        old instead of re-sorting the window (``Regime.estimate``); ``gpufair profile`` is
+        exact, a daemon over thousands of logs may relax it."""
         self.store = store if store is not None else MemoryOffsetStore()
         self.model = model if model is not None else ThroughputModel()
         self.max_bytes = max_bytes
-        self.max_lines = max_lines
         self.exact_reports = exact_reports
         self._saved = self.store.load()
         self._jobs: dict[str, _Tracked] = {}
@@ -67,12 +63,21 @@ class Profiler:
         """Read what each log gained; return the reports of the jobs whose logs changed."""
         changed: dict[str, JobReport] = {}
         dirty: dict[str, dict[str, Any]] = {}
+        grown: list[tuple[JobLog, _Tracked, Samples | list[Sample] | bytes]] = []
         for log in logs:
             tracked = self._tracked(log)
-            samples, grew = self._read(log, tracked)
-            if not grew:
-                continue
-            tracked.accumulator.add(samples)
+            new, grew = self._read(log, tracked)
+            if grew:
+                grown.append((log, tracked, new))
+        # the new lines of all text logs, parsed in one batch per family
+        text = [(i, tracked.stream, new) for i, (_, tracked, new) in enumerate(grown)
+                if isinstance(new, bytes)]
+        parsed = feed_many([(stream, new) for _, stream, new in text])  # type: ignore[misc]
+        samples_of: dict[int, Samples | list[Sample]] = {
+            i: new for i, (_, _, new) in enumerate(grown) if not isinstance(new, bytes)}
+        samples_of.update(zip([i for i, _, _ in text], parsed, strict=True))
+        for i, (log, tracked, _) in enumerate(grown):
+            tracked.accumulator.add(samples_of[i])
             stream = tracked.stream
             report = tracked.accumulator.report(
                 None if stream is None else stream.family,
@@ -114,7 +119,8 @@ class Profiler:
             return tensorboard_events.EventFileSource(log.path, context)
         return LogStream(family, context)
 
-    def _read(self, log: JobLog, tracked: _Tracked) -> tuple[list, bool]:
+    def _read(self, log: JobLog, tracked: _Tracked) -> tuple[list[Sample] | bytes, bool]:
+        """What the log gained: an event file's samples, or a text log's new bytes."""
         if tracked.stream is None:
             tracked.stream = self._stream(log, log.family, None)
             if tracked.stream is None:
@@ -129,9 +135,7 @@ class Profiler:
         if read.skipped_bytes:
             stream.stats.malformed += 1
         tracked.position = read.position
-        if not read.data:
-            return [], bool(read.skipped_bytes)
-        return stream.feed(read.data, self.max_lines), True
+        return read.data, bool(read.data or read.skipped_bytes)
 
     @staticmethod
     def _entry(tracked: _Tracked, report: JobReport) -> dict[str, Any]:

@@ -9,56 +9,50 @@ which tqdm and Keras use to redraw a bar in place — end lines like newlines do
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
-from gpufair.profiler.events import TRAIN, LineStats, Sample
+from gpufair.profiler.events import LineStats, Samples
 from gpufair.profiler.parsers import DETECT_LINES, Parser, detect, parser_for
 
-PENDING_CHARS = 16384
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+PENDING_BYTES = 16384
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def clean(data: bytes, stats: LineStats) -> str:
-    """Decode a chunk of complete lines; drop (and count) binary ones."""
+def clean(data: bytes, stats: LineStats) -> bytes:
+    """A chunk of complete lines as valid UTF-8 with one line per ``\n``; binary lines
+    dropped (and counted). Stays bytes: parsing reads bytes (see ``extract.py``)."""
     stats.bytes += len(data)
     if b"\x00" in data:
-        text = _decode_lines(data, stats)
+        data = _drop_binary(data, stats)
     else:
         try:
-            text = data.decode("utf-8")
+            data.decode("utf-8")
         except UnicodeDecodeError:
-            text = _decode_lines(data, stats)
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    if "\x08" in text:
-        text = text.replace("\x08", "")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    stats.lines += text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    return text
+            data = _drop_binary(data, stats)
+    if b"\x1b" in data:
+        data = _ANSI.sub(b"", data)
+    if b"\x08" in data:
+        data = data.replace(b"\x08", b"")
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    stats.lines += data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    return data
 
 
-def _split(text: str, lines: int) -> tuple[str, str]:
-    """(everything before the last ``lines`` lines, those lines)."""
-    cut = len(text) - 1 if text.endswith("\n") else len(text)
-    for _ in range(lines):
-        cut = text.rfind("\n", 0, cut)
-        if cut < 0:
-            return "", text
-    return text[:cut + 1], text[cut + 1:]
-
-
-def _decode_lines(data: bytes, stats: LineStats) -> str:
-    kept: list[str] = []
+def _drop_binary(data: bytes, stats: LineStats) -> bytes:
+    kept: list[bytes] = []
     for raw in data.split(b"\n"):
         if b"\x00" in raw:
             stats.binary += 1
             continue
         try:
-            kept.append(raw.decode("utf-8"))
+            raw.decode("utf-8")
         except UnicodeDecodeError:
             stats.binary += 1
-    return "\n".join(kept)
+            continue
+        kept.append(raw)
+    return b"\n".join(kept)
 
 
 class LogStream:
@@ -71,64 +65,64 @@ class LogStream:
         self.stats = LineStats()
         # lines read before the family was known: parsed once it is (a header such as
         # DeepSpeed's config dump may come before any line that identifies the family)
-        self._pending = ""
+        self._pending = b""
 
     @property
     def family(self) -> str | None:
         return None if self.parser is None else self.parser.family
 
-    def feed(self, data: bytes, max_lines: int | None = None) -> list[Sample]:
-        """Samples of a chunk; with ``max_lines``, only of its last lines (see ``bounded``)."""
-        text = clean(data, self.stats)
-        if max_lines is not None and self.parser is not None:
-            return self.bounded(text, max_lines)
-        return self.feed_text(text)
+    def feed(self, data: bytes) -> Samples:
+        """The samples of a chunk of complete lines."""
+        return feed_many([(self, data)])[0]
 
-    def bounded(self, text: str, max_lines: int) -> list[Sample]:
-        """Samples of the last ``max_lines`` lines of ``text``; the rest is read for context.
-
-        A scheduling round needs a job's latest progress and a recent speed, not every line
-        of a chatty log: bounding the lines converted per round bounds the round's cost. The
-        window doubles until it holds a training step (an evaluation pass may fill the last
-        lines). A restart or batch-size change in the passed-over part still shows, as the
-        step or batch size of the kept lines differing from the last round's.
-        """
-        parser = self.parser
-        assert parser is not None
-        lines = max_lines
-        while True:
-            head, tail = _split(text, lines)
-            stats = LineStats()
-            if head:
-                parser.skip(head)
-            samples = parser.parse(tail, stats)
-            if not head or any(s.step is not None and s.phase == TRAIN for s in samples):
-                break
-            lines *= 2
-        self.stats.parsed += stats.parsed
-        self.stats.malformed += stats.malformed
-        self.stats.skimmed += head.count("\n")
-        self.stats.ignored = max(0, self.stats.lines - self.stats.parsed - self.stats.malformed
-                                 - self.stats.binary - self.stats.skimmed)
-        return samples
-
-    def feed_text(self, text: str) -> list[Sample]:
+    def _prepare(self, data: bytes) -> bytes | None:
+        """The chunk cleaned and, once the family is known, ready to parse (None before)."""
+        data = clean(data, self.stats)
         if self.parser is None:
-            head = [line for line in text.split("\n", DETECT_LINES)[:DETECT_LINES] if line]
-            family = detect(head)
-            if family is None and len(head) >= DETECT_LINES:
-                family = detect(text.split("\n"))
+            head = data.split(b"\n", DETECT_LINES)[:DETECT_LINES]
+            lines = [line.decode("utf-8") for line in head if line]
+            family = detect(lines)
+            if family is None and len(lines) >= DETECT_LINES:
+                family = detect(data.decode("utf-8").split("\n"))
             if family is None:
-                self._pending = (self._pending + text)[-PENDING_CHARS:]
+                self._pending = _tail_lines(self._pending + data, PENDING_BYTES)
                 self.stats.ignored = self.stats.lines - self.stats.binary
-                return []
+                return None
             self.parser = family()
-            text, self._pending = self._pending + text, ""
-        samples = self.parser.parse(text, self.stats)
-        self.stats.ignored = max(0, self.stats.lines - self.stats.parsed - self.stats.malformed
-                                 - self.stats.binary - self.stats.skimmed)
-        return samples
+            data, self._pending = self._pending + data, b""
+        return data
+
+    def _count_ignored(self) -> None:
+        st = self.stats
+        st.ignored = max(0, st.lines - st.parsed - st.malformed - st.binary)
 
     def state(self) -> dict[str, Any]:
         return {"family": self.family,
                 "context": {} if self.parser is None else dict(self.parser.context)}
+
+
+def feed_many(chunks: Sequence[tuple[LogStream, bytes]]) -> list[Samples]:
+    """Samples of many logs' new chunks, parsed in one batch per family (see
+    ``Parser.parse_many``): what a scheduling round over thousands of logs calls."""
+    out = [Samples.empty()] * len(chunks)
+    batches: dict[type[Parser], list[tuple[int, LogStream, bytes]]] = {}
+    for i, (stream, data) in enumerate(chunks):
+        ready = stream._prepare(data)
+        if ready is not None and stream.parser is not None:
+            batches.setdefault(type(stream.parser), []).append((i, stream, ready))
+    for family, batch in batches.items():
+        parsed = family.parse_many([s.parser for _, s, _ in batch],  # type: ignore[misc]
+                                   [data for _, _, data in batch], [s.stats for _, s, _ in batch])
+        for (i, stream, _), samples in zip(batch, parsed, strict=True):
+            stream._count_ignored()
+            out[i] = samples
+    return out
+
+
+def _tail_lines(data: bytes, limit: int) -> bytes:
+    """The whole lines within the last ``limit`` bytes (a cut through a multi-byte character
+    or a line would leave a fragment the parsers would see as a line)."""
+    if len(data) <= limit:
+        return data
+    cut = data.find(b"\n", len(data) - limit - 1)
+    return b"" if cut < 0 else data[cut + 1:]

@@ -1,120 +1,104 @@
-"""The one small interface every parser family implements, and the chunk driver they share.
+"""The one small interface every parser family implements.
 
-A parser scans a chunk of complete lines with one compiled, multi-line regular expression
-(``pattern``) and turns each match into a :class:`Sample`. Scanning the whole chunk inside
-the regex engine, instead of looping over lines in Python, is what keeps parsing at tens of
-MB/s. Lines that carry the family's ``keyword`` but do not match, or fail to convert, are
-counted as malformed; nothing a log contains can make ``parse`` raise.
+A family is a line pattern (matched at the start of each line) plus a ``convert`` that turns
+the captured groups of a whole chunk — numpy columns, in log order — into a
+:class:`Samples` batch. The columns come from :class:`Extractor`, which runs the pattern
+once per line *shape* rather than once per line (see ``extract.py``); ``convert`` works on
+whole columns, so no Python code runs per line. Lines that carry the family's ``keyword``
+but do not match, and matched lines whose numbers cannot be read, are counted as
+malformed; nothing a log contains can make ``parse`` raise.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from gpufair.profiler.events import LineStats, Sample
+import numpy as np
 
-# what a converter may raise on a line that looked right but holds garbage numbers
-CONVERSION_ERRORS = (ValueError, OverflowError, ZeroDivisionError, IndexError, TypeError,
-                     KeyError, RecursionError)
+from gpufair.profiler.events import LineStats, Samples
+from gpufair.profiler.extract import Extractor, Fields
 
 
 class Parser:
     """Base of all line-oriented parser families.
 
     ``signature`` decides auto-detection: it should match lines only this family prints.
-    ``context`` holds the little state a family carries from line to line (the current Keras
-    epoch, a batch size printed once in a header); it is a JSON-able dict so that a tailer
-    can persist it beside the file offset.
+    ``numbers`` / ``texts`` name the groups ``convert`` reads as numbers / as text (others
+    are only tested for presence); ``items`` and ``items_in`` declare repeated fields (see
+    :class:`Extractor`); ``lenient`` groups may fail to read without making a line
+    malformed (a loss printed as garbage still leaves a timed step). ``context`` holds the
+    little state a family carries from chunk to chunk (the current Keras epoch, a batch
+    size printed once in a header); it is a JSON-able dict so that a tailer can persist it
+    beside the file offset; ``convert`` reaches it through :class:`Fields`, which holds the
+    contexts of every log in a batch.
     """
 
     family: ClassVar[str] = ""
     signature: ClassVar[re.Pattern[str]]
     pattern: ClassVar[re.Pattern[str]]
+    numbers: ClassVar[frozenset[str]] = frozenset()
+    texts: ClassVar[frozenset[str]] = frozenset()
+    items: ClassVar[re.Pattern[str] | None] = None
+    items_in: ClassVar[str | None] = None
+    lenient: ClassVar[frozenset[str]] = frozenset()
     keywords: ClassVar[tuple[str, ...]] = ()
-    # lines that only set context (a Keras epoch header, a batch-size banner): a bounded
-    # round still reads these from the part of a chunk it otherwise passes over
-    context_pattern: ClassVar[re.Pattern[str] | None] = None
-
-    # ``pattern`` and ``context_pattern`` with the leading ``^`` replaced by a newline (the
-    # scans prepend one to the text, see ``_newline_led``): the regex engine then jumps from
-    # line end to line end instead of attempting a match at every position of the chunk
-    _scan: ClassVar[re.Pattern[str]]
-    _context_scan: ClassVar[re.Pattern[str] | None] = None
+    extractor: ClassVar[Extractor]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        pattern = cls.__dict__.get("pattern")
-        if pattern is not None:
-            cls._scan = _newline_led(pattern)
-        context = cls.__dict__.get("context_pattern")
-        if context is not None:
-            cls._context_scan = _newline_led(context)
+        if "pattern" in cls.__dict__:
+            cls.extractor = Extractor(cls.pattern, cls.numbers, cls.texts, cls.items,
+                                      cls.items_in, cls.lenient)
 
     def __init__(self, context: dict[str, Any] | None = None) -> None:
         self.context: dict[str, Any] = dict(context or {})
 
-    def skip(self, head: str) -> None:
-        """Pass over ``head`` (a bounded round's older lines), keeping only its context."""
-        scan = self._context_scan
-        if scan is None:
-            return
-        if scan is self.context_pattern:
-            lines = "\n".join([m.group(0) for m in scan.finditer(head)])
-        else:  # each match starts with the newline before its line
-            lines = "".join([m.group(0) for m in scan.finditer("\n" + head)])[1:]
-        if lines:
-            self.parse(lines + "\n", LineStats())
-
-    def convert(self, match: re.Match[str]) -> Sample | None:
-        """One match to one sample (or None for a context-only line such as ``Epoch 3/10``)."""
+    @classmethod
+    def convert(cls, f: Fields) -> tuple[Samples, np.ndarray]:
+        """All matched rows to samples (one per row) and the mask of rows that are samples
+        (a context line such as ``Epoch 3/10`` is not). May mark rows ``f.bad``; reads and
+        updates each log's context through ``f``."""
         raise NotImplementedError
 
-    def parse(self, text: str, stats: LineStats) -> list[Sample]:
-        samples: list[Sample] = []
-        matched = 0
-        convert = self.convert
-        append = samples.append
-        scan = self._scan
-        for match in scan.finditer("\n" + text if scan is not self.pattern else text):
-            matched += 1
-            try:
-                sample = convert(match)
-            except CONVERSION_ERRORS:
-                stats.malformed += 1
-                continue
-            if sample is not None:
-                append(sample)
-        stats.parsed += len(samples)
-        if self.keywords:
-            flagged = sum(text.count(k) for k in self.keywords)
-            stats.malformed += max(0, flagged - matched)
-        return samples
+    def parse(self, data: bytes, stats: LineStats) -> Samples:
+        """Samples of a chunk of complete, clean lines (``stream.clean``)."""
+        return self.parse_many([self], [data], [stats])[0]
 
-
-def _newline_led(pattern: re.Pattern[str]) -> re.Pattern[str]:
-    """``^...`` (multi-line) as ``\\n...``, to be run over the text with a newline prepended.
-
-    Equivalent for patterns whose matches never end just after a newline, which holds for
-    every family's (a match ends on a field, never on a line end). A leading literal lets
-    the regex engine find candidate positions with a fast character search.
-    """
-    source = pattern.pattern
-    if not source.startswith("^"):
-        return pattern
-    return re.compile("\n" + source[1:], pattern.flags)
-
-
-def num(text: str | None) -> float | None:
-    """A float from a captured group; None when the group did not take part."""
-    return None if text is None else float(text)
-
-
-def integer(text: str | None) -> int | None:
-    return None if text is None else int(text)
-
-
-def signature_hits(parser: type[Parser], lines: Iterable[str]) -> int:
-    sig = parser.signature
-    return sum(1 for line in lines if sig.search(line))
+    @classmethod
+    def parse_many(cls, parsers: Sequence[Parser], chunks: Sequence[bytes],
+                   stats: Sequence[LineStats]) -> list[Samples]:
+        """Chunks of several logs of this family in one batch: one scan, one template
+        lookup and one ``convert`` for all, so that a round over thousands of small chunks
+        costs what one big chunk does. ``parsers[i]`` holds log i's context."""
+        offsets, parts, at = [], [], 0
+        for chunk in chunks:
+            if chunk and not chunk.endswith(b"\n"):
+                chunk += b"\n"  # a line must not run on into the next log's
+            offsets.append(at)
+            parts.append(chunk)
+            at += len(chunk)
+        f = cls.extractor.extract(b"".join(parts), offsets, [p.context for p in parsers])
+        if f.n == 0:
+            samples, keep = Samples.empty(), np.zeros(0, dtype=bool)
+        else:
+            with np.errstate(all="ignore"):
+                samples, keep = cls.convert(f)
+        logs = len(chunks)
+        bad = np.bincount(f.segment[f.bad], minlength=logs).tolist()
+        matched = np.bincount(f.segment, minlength=logs).tolist()
+        keep &= ~f.bad
+        kept = samples.take(keep)
+        cuts = np.searchsorted(f.segment[keep], np.arange(logs + 1)).tolist()
+        keywords = [k.encode() for k in cls.keywords]
+        out = []
+        for i, (chunk, st) in enumerate(zip(chunks, stats, strict=True)):
+            st.malformed += bad[i]
+            if keywords:
+                flagged = sum(chunk.count(k) for k in keywords)
+                st.malformed += max(0, flagged - matched[i])
+            part = kept if logs == 1 else kept.take(slice(cuts[i], cuts[i + 1]))
+            st.parsed += len(part)
+            out.append(part)
+        return out

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 
-from gpufair.profiler.events import Sample
+import numpy as np
+
+from gpufair.profiler.events import Samples
+from gpufair.profiler.extract import Fields
 from gpufair.profiler.parsers.base import Parser
 
 _STEP = r".*?\bstep=(?P<step>\d+), skipped=(?P<skipped>\d+)"
@@ -23,16 +26,15 @@ _CONFIG = r".*?\btrain_batch_size \.+ (?P<batch>\d+)"
 class DeepSpeedParser(Parser):
     family = "deepspeed"
     signature = re.compile(r"RunningAvgSamplesPerSec=|\bstep=\d+, skipped=\d+, lr=")
-    pattern = re.compile(rf"^(?:{_TPUT}|{_STEP}|{_CONFIG})", re.M)
+    pattern = re.compile(rf"^(?:{_TPUT}|{_STEP}|{_CONFIG})")
+    numbers = frozenset({"step", "ep", "gstep", "cur", "batch"})
     keywords = ("CurrSamplesPerSec=",)
-    context_pattern = re.compile(r"^.*?\btrain_batch_size \.+ \d+.*$", re.M)
 
-    def convert(self, m: re.Match[str]) -> Sample | None:
-        if m.group("batch") is not None:
-            self.context["batch"] = int(m.group("batch"))
-            return None
-        batch = self.context.get("batch")
-        if m.group("gstep") is not None:
-            return Sample(step=int(m.group("gstep")), epoch=float(m.group("ep")),
-                          samples_per_s=float(m.group("cur")), batch_size=batch)
-        return Sample(step=int(m.group("step")), batch_size=batch)
+    @classmethod
+    def convert(cls, f: Fields) -> tuple[Samples, np.ndarray]:
+        batch = f.carry(f.num("batch"), "batch")
+        tput = f.has("gstep")
+        samples = Samples.build(
+            f.n, step=np.where(tput, f.num("gstep"), f.num("step")), epoch=f.num("ep"),
+            samples_per_s=f.num("cur"), batch_size=batch)
+        return samples, ~f.has("batch")

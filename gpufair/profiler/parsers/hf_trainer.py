@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import re
 
-from gpufair.profiler.events import EVAL, Sample
+import numpy as np
+
+from gpufair.profiler.events import Samples
+from gpufair.profiler.extract import Fields
 from gpufair.profiler.parsers.base import Parser
-from gpufair.profiler.parsers.tqdm import BAR, rate_to_seconds
+from gpufair.profiler.parsers.tqdm import BAR, seconds_per_iter
 
 _DICT = r"(?P<dict>\{'(?:loss|train_runtime|eval_loss|eval_runtime)'[^\n\r]*\})"
 _TQDM = rf"\s*\d+%\|[^|\n\r]*\|\s*{BAR}"
-_ITEM = re.compile(r"'(\w+)': '?([-+\d.eE]+|nan|inf)'?")
+_ITEM = re.compile(r"'(?P<key>\w+)': '?(?P<value>[-+\d.eE]+|nan|inf)'?")
+_KNOWN = ("@loss", "@epoch", "@eval_loss", "@eval_runtime", "@train_runtime",
+          "@train_steps_per_second")
 
 
 class HfTrainerParser(Parser):
@@ -27,32 +32,35 @@ class HfTrainerParser(Parser):
     # first metric dict may come only after logging_steps (500 by default)
     signature = re.compile(r"^\{'(?:loss|train_runtime|eval_loss)': |train_steps_per_second|"
                            r"^\s*\d+%\|[^|]*\|\s*\d+/\d+ \[")
-    pattern = re.compile(rf"^[^\S\n\r]*(?:{_DICT}|{_TQDM})", re.M)
+    pattern = re.compile(rf"^[^\S\n\r]*(?:{_DICT}|{_TQDM})")
+    numbers = frozenset({"n", "total", "rate", "@loss", "@epoch", "@eval_loss",
+                         "@train_steps_per_second", "@train_samples_per_second"})
+    texts = frozenset({"unit"})
+    items = _ITEM
+    items_in = "dict"
+    lenient = frozenset({"rate"})  # tqdm prints "?" before its first rate
 
-    def convert(self, m: re.Match[str]) -> Sample | None:
-        text, n, total, rate, unit = m.group("dict", "n", "total", "rate", "unit")
-        if text is not None:
-            return self._dict(text)
-        n, total = int(n), int(total)
-        if n == 0:
-            return None
-        train_total = self.context.setdefault("total", total)
-        spi = rate_to_seconds(rate, unit)
-        if total != train_total:
-            return Sample(step=n, total_steps=total, phase=EVAL, iter_time_s=spi)
-        return Sample(step=n, total_steps=total, iter_time_s=spi)
-
-    def _dict(self, text: str) -> Sample | None:
-        values = {k: float(v) for k, v in _ITEM.findall(text)}
-        if not values:
-            raise ValueError("metric dict without numbers")
-        epoch = values.get("epoch")
-        if "eval_loss" in values or "eval_runtime" in values:
-            return Sample(epoch=epoch, phase=EVAL, loss=values.get("eval_loss"))
-        if "train_steps_per_second" in values:
-            steps, samples = values["train_steps_per_second"], values.get(
-                "train_samples_per_second")
-            batch = round(samples / steps) if samples and steps else None
-            return Sample(epoch=epoch, steps_per_s=steps, samples_per_s=samples,
-                          batch_size=batch, cumulative=True)
-        return Sample(epoch=epoch, loss=values.get("loss"))
+    @classmethod
+    def convert(cls, f: Fields) -> tuple[Samples, np.ndarray]:
+        metrics, bar = f.has("dict"), f.has("n")
+        known = np.zeros(f.n, dtype=bool)
+        for name in _KNOWN:
+            known |= f.has(name)
+        f.bad |= metrics & ~known  # a metric dict without a number in it
+        evaluating = metrics & (f.has("@eval_loss") | f.has("@eval_runtime"))
+        steps, rate = f.num("@train_steps_per_second"), f.num("@train_samples_per_second")
+        closing = metrics & ~evaluating & f.has("@train_steps_per_second")
+        done, total = f.num("n"), f.num("total")
+        drawn = bar & (done != 0)  # a bar (re)drawn empty: no step done, no rate yet
+        # evaluation runs its own bar, with another total than training's first one
+        evaluating |= drawn & (total != f.first(np.where(drawn, total, np.nan), "total"))
+        batch = np.where((steps != 0) & (rate != 0), np.round(rate / steps), np.nan)
+        samples = Samples.build(
+            f.n, eval=evaluating, cumulative=closing, step=done,
+            total_steps=np.where(bar, total, np.nan), epoch=f.num("@epoch"),
+            iter_time_s=seconds_per_iter(f.num("rate"), f.text("unit")),
+            steps_per_s=np.where(closing, steps, np.nan),
+            samples_per_s=np.where(closing, rate, np.nan),
+            batch_size=np.where(closing, batch, np.nan),
+            loss=np.where(evaluating, f.num("@eval_loss"), f.num("@loss")))
+        return samples, metrics | drawn

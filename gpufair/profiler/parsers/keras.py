@@ -12,38 +12,37 @@ from __future__ import annotations
 
 import re
 
-from gpufair.profiler.events import Sample
+import numpy as np
+
+from gpufair.profiler.events import Samples
+from gpufair.profiler.extract import Fields
 from gpufair.profiler.parsers.base import Parser
 
 _EPOCH = r"Epoch (?P<ep>\d+)/(?P<eps>\d+)[^\S\n\r]*$"
 _BAR = (r"(?P<i>\d+)/(?P<n>\d+) (?:(?P<k3>\S*━\S*)|\[[=>.]*\])(?: - ETA: [^-\n\r]*)?"
         r"(?: -)? (?:\d+\w* )?(?:(?P<t>[\d.]+)(?P<unit>s|ms|us)/step)?"
         r"(?:.*?loss: (?P<loss>[-+\d.eE]+|nan|inf))?")
-_SCALE = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 
 
 class KerasParser(Parser):
     family = "keras"
     signature = re.compile(r"^\s*\d+/\d+ (?:━|\[[=>.]+\] - )|^Epoch \d+/\d+\s*$")
-    pattern = re.compile(rf"^[^\S\n\r]*(?:{_EPOCH}|{_BAR})", re.M)
+    pattern = re.compile(rf"^[^\S\n\r]*(?:{_EPOCH}|{_BAR})")
+    numbers = frozenset({"ep", "eps", "i", "n", "t", "loss"})
+    texts = frozenset({"unit"})
     keywords = ("/step",)
-    context_pattern = re.compile(r"^Epoch \d+/\d+[^\S\n\r]*$", re.M)
 
-    def convert(self, m: re.Match[str]) -> Sample | None:
-        # one group() call per line fetches every field (group lookups add up at 10^5 lines)
-        ep, eps, i, n, k3, t, unit, loss = m.group("ep", "eps", "i", "n", "k3", "t", "unit",
-                                                   "loss")
-        context = self.context
-        if ep is not None:
-            context["epoch"] = int(ep) - 1
-            context["epochs"] = int(eps)
-            return None
-        i, n = int(i), int(n)
-        epoch = int(context.get("epoch", 0))
-        epochs = context.get("epochs")
-        return Sample(step=epoch * n + i, epoch=epoch + i / n,
-                      total_epochs=epochs,
-                      total_steps=n * context["epochs"] if "epochs" in context else None,
-                      iter_time_s=None if t is None else float(t) * _SCALE[unit],
-                      loss=None if loss is None else float(loss), cumulative=True,
-                      period_n=i - 1 if k3 is not None else i)
+    @classmethod
+    def convert(cls, f: Fields) -> tuple[Samples, np.ndarray]:
+        header = f.has("ep")
+        epoch = np.nan_to_num(f.carry(f.num("ep") - 1, "epoch"), nan=0.0)
+        epochs = f.carry(f.num("eps"), "epochs")
+        i, per_epoch, unit = f.num("i"), f.num("n"), f.text("unit")
+        f.bad |= ~header & (per_epoch == 0)
+        scale = np.where(unit == "ms", 1e-3, np.where(unit == "s", 1.0,
+                                                      np.where(unit == "us", 1e-6, np.nan)))
+        samples = Samples.build(
+            f.n, cumulative=True, step=epoch * per_epoch + i, epoch=epoch + i / per_epoch,
+            total_epochs=epochs, total_steps=per_epoch * epochs, iter_time_s=f.num("t") * scale,
+            loss=f.num("loss"), period_n=np.where(f.has("k3"), i - 1, i))
+        return samples, ~header

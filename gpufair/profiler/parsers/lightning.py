@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 
-from gpufair.profiler.events import EVAL, Sample
+import numpy as np
+
+from gpufair.profiler.events import Samples
+from gpufair.profiler.extract import Fields
 from gpufair.profiler.parsers.base import Parser
-from gpufair.profiler.parsers.tqdm import BAR, rate_to_seconds
+from gpufair.profiler.parsers.tqdm import BAR, seconds_per_iter
 
 _TQDM = (rf"(?:Epoch (?P<ep>\d+)|(?P<val>Validation|Sanity Checking|Testing)[^:\n\r]*):"
          rf"[^|\n\r]*\|[^|\n\r]*\|\s*{BAR}")
@@ -32,55 +35,67 @@ class LightningParser(Parser):
     family = "lightning"
     signature = re.compile(rf"^Epoch \d+:[^|]*\|[^|]*\|\s*{BAR}|^Epoch \d+/\d+\s+\S+\s+\d+/\d+ "
                            r"[\d:]+ \S+ [\d:-]+ [\d.]+(?:it/s|s/it)|^epoch,(?:[\w/.]+,)*step\b")
-    pattern = re.compile(rf"^[^\S\n\r]*(?:{_TQDM}|{_RICH}|{_CSV_HEAD}|{_CSV_ROW})", re.M)
-    context_pattern = re.compile(rf"^{_CSV_HEAD}.*$", re.M)
+    pattern = re.compile(rf"^[^\S\n\r]*(?:{_TQDM}|{_RICH}|{_CSV_HEAD}|{_CSV_ROW})")
+    numbers = frozenset({"ep", "n", "total", "rate", "rep", "rtot", "rn", "rt", "rrate"})
+    texts = frozenset({"unit", "runit", "head", "row"})
+    lenient = frozenset({"rate"})  # tqdm prints "?" before its first rate
 
-    def convert(self, m: re.Match[str]) -> Sample | None:
-        n, total, rate, unit, val, ep = m.group("n", "total", "rate", "unit", "val", "ep")
-        if n is not None:
-            n, total = int(n), int(total)
-            if n == 0:
-                return None  # a bar (re)drawn empty: no step done, no rate yet
-            spi = rate_to_seconds(rate, unit)
-            if val is not None:
-                return Sample(step=n, total_steps=total, phase=EVAL, iter_time_s=spi)
-            return self._train(int(ep), n, total, spi, None)
-        if m.group("rn") is not None:
-            n, total = int(m.group("rn")), int(m.group("rt"))
-            spi = rate_to_seconds(m.group("rrate"), m.group("runit"))
-            if m.group("rval") is not None:
-                return Sample(step=n, total_steps=total, phase=EVAL, iter_time_s=spi)
-            epochs = m.group("rtot")
-            return self._train(int(m.group("rep")), n, total, spi,
-                               None if epochs is None else int(epochs) + 1)
-        if m.group("head") is not None:
-            self.context["columns"] = m.group("head").split(",")
-            return None
-        return self._csv_row(m.group("row"))
+    @classmethod
+    def convert(cls, f: Fields) -> tuple[Samples, np.ndarray]:
+        tqdm, rich = f.has("n"), f.has("rn")
+        done = np.where(tqdm, f.num("n"), f.num("rn"))
+        per_epoch = np.where(tqdm, f.num("total"), f.num("rt"))
+        evaluating = f.has("val") | f.has("rval")
+        train = (tqdm | rich) & ~evaluating
+        f.bad |= train & (rich | (done > 0)) & (per_epoch == 0)
+        epoch = np.where(tqdm, f.num("ep"), f.num("rep"))
+        # tqdm's rate is a moving average over recent iterations: a windowed measure
+        spi = np.where(tqdm, seconds_per_iter(f.num("rate"), f.text("unit")),
+                       seconds_per_iter(f.num("rrate"), f.text("runit")))
+        samples = Samples.build(
+            f.n, eval=evaluating,
+            step=np.where(train, epoch * per_epoch + done, done),
+            total_steps=np.where(evaluating, per_epoch, np.nan),
+            epoch=np.where(train, epoch + done / per_epoch, np.nan),
+            total_epochs=f.num("rtot") + 1, iter_time_s=spi)
+        # a tqdm bar (re)drawn empty: no step done, no rate yet
+        keep = (tqdm & (done != 0)) | rich
+        csv = np.flatnonzero(f.has("head") | f.has("row"))
+        if len(csv):
+            cls._csv(f, csv, samples, keep)
+        return samples, keep
 
-    def _train(self, epoch: int, n: int, per_epoch: int, spi: float | None,
-               total_epochs: int | None) -> Sample:
-        """tqdm's rate is a moving average over recent iterations: a windowed measure."""
-        return Sample(step=epoch * per_epoch + n, epoch=epoch + n / per_epoch,
-                      total_epochs=total_epochs, iter_time_s=spi)
+    @classmethod
+    def _csv(cls, f: Fields, rows: np.ndarray, samples: Samples, keep: np.ndarray) -> None:
+        """CSV logger rows, one by one: their columns are whatever the header named."""
+        heads, values = f.text("head"), f.text("row")
+        for r in rows.tolist():
+            context = f.contexts[f.segment[r]]
+            if heads[r] is not None:
+                context["columns"] = heads[r].split(",")
+                continue
+            try:
+                keep[r] = cls._csv_row(context.get("columns"), values[r], samples, r)
+            except (ValueError, OverflowError):
+                f.bad[r] = True
 
-    def _csv_row(self, row: str) -> Sample | None:
-        columns = self.context.get("columns")
+    @staticmethod
+    def _csv_row(columns: list[str] | None, row: str, samples: Samples, r: int) -> bool:
         if not columns:
-            return None
+            return False
         values = dict(zip(columns, row.split(","), strict=False))
         step = values.get("step", "")
         if not step:
-            return None
-        sample = Sample(step=int(float(step)) + 1)
+            return False
+        samples.step[r] = int(float(step)) + 1
         if values.get("epoch"):
-            sample.epoch = float(values["epoch"])
+            samples.epoch[r] = float(values["epoch"])
         for name, scale in _TIME_COLUMNS.items():
             if values.get(name):
-                sample.iter_time_s = float(values[name]) * scale
+                samples.iter_time_s[r] = float(values[name]) * scale
         for name in _RATE_COLUMNS:
             if values.get(name):
-                sample.steps_per_s = float(values[name])
+                samples.steps_per_s[r] = float(values[name])
         if values.get("batch_size"):
-            sample.batch_size = int(float(values["batch_size"]))
-        return sample
+            samples.batch_size[r] = int(float(values["batch_size"]))
+        return True

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 
-from gpufair.profiler.events import EVAL, Sample
+import numpy as np
+
+from gpufair.profiler.events import Samples
+from gpufair.profiler.extract import Fields
 from gpufair.profiler.parsers.base import Parser
 
 _ITER = (r"[^\n\r]*?\biteration\s+(?P<step>\d+)/\s*(?P<total>\d+) \|"
@@ -24,14 +27,15 @@ _VALID = r"[^\n\r]*?validation loss at iteration (?P<vstep>\d+)"
 class MegatronParser(Parser):
     family = "megatron"
     signature = re.compile(r"\biteration\s+\d+/\s*\d+ \|.*elapsed time per iteration \(ms\)")
-    pattern = re.compile(rf"^(?:{_ITER}|{_VALID})", re.M)
+    pattern = re.compile(rf"^(?:{_ITER}|{_VALID})")
+    numbers = frozenset({"step", "total", "ms", "batch", "loss", "vstep"})
     keywords = ("elapsed time per iteration",)
 
-    def convert(self, m: re.Match[str]) -> Sample | None:
-        if m.group("vstep") is not None:
-            return Sample(step=int(m.group("vstep")), phase=EVAL)
-        batch, loss = m.group("batch"), m.group("loss")
-        return Sample(step=int(m.group("step")), total_steps=int(m.group("total")),
-                      iter_time_s=float(m.group("ms")) / 1000.0,
-                      batch_size=None if batch is None else int(batch),
-                      loss=None if loss is None else float(loss))
+    @classmethod
+    def convert(cls, f: Fields) -> tuple[Samples, np.ndarray]:
+        valid = f.has("vstep")
+        samples = Samples.build(
+            f.n, eval=valid, step=np.where(valid, f.num("vstep"), f.num("step")),
+            total_steps=f.num("total"), iter_time_s=f.num("ms") / 1000.0,
+            batch_size=f.num("batch"), loss=f.num("loss"))
+        return samples, np.ones(f.n, dtype=bool)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import re
 
-from gpufair.profiler.events import EVAL, Sample
-from gpufair.profiler.parsers.base import Parser, integer, num
+import numpy as np
+
+from gpufair.profiler.events import Samples
+from gpufair.profiler.extract import Fields
+from gpufair.profiler.parsers.base import Parser
 
 _IMAGENET = (r"(?:(?P<test>Test: ?)|Epoch: \[(?P<ep>\d+)\])\[\s*(?P<i>\d+)/\s*(?P<n>\d+)\]"
              r"\s+Time\s+(?P<t>[\d.]+)\s+\(\s*[\d.]+\)(?:.*?Loss\s+(?P<iloss>\S+))?")
@@ -21,7 +24,8 @@ _WORDLM = (r"\| epoch\s+(?P<wep>\d+) \|\s*(?P<wi>\d+)/\s*(?P<wn>\d+) batches \|.
 _PLAIN = (r"\b(?:[Ii]ter(?:ation)?|ITER|[Ss]tep|STEP)\s*[:=#]?\s*(?P<ps>\d+)"
           r"(?:\s*/\s*(?P<pn>\d+))?(?P<rest>[^\n\r]*?(?:[Ll]oss|LOSS)[^\n\r]*)")
 
-# the fields a plain line may carry after its step, in one pass (first of each kind wins)
+# the fields a plain line may carry after its step (first of each kind wins; a time stated
+# both ways, ``time 0.5`` and ``0.5 s/it``, is read from the first form)
 _REST = re.compile(
     r"\b(?:(?:[Tt]ime|t|step_time|iter_time)\s*[:=]?\s*(?P<tv>[\d.]+)\s*(?P<tu>ms|s)?\b"
     r"|(?P<spi>[\d.]+)\s*(?:s/it|sec/it|s/iter)\b"
@@ -36,57 +40,35 @@ class PyTorchParser(Parser):
     signature = re.compile(
         r"Epoch: \[\d+\]\[\s*\d+/\s*\d+\]\s+Time|\| epoch\s+\d+ \|.*ms/batch|"
         r"^\W*(?i:iter(?:ation)?|step)\s*[:=#]?\s*\d+.*(?i:loss)")
-    pattern = re.compile(rf"^[^\S\n\r]*(?:{_IMAGENET}|{_WORDLM}|{_PLAIN})", re.M)
+    pattern = re.compile(rf"^[^\S\n\r]*(?:{_IMAGENET}|{_WORDLM}|{_PLAIN})")
+    numbers = frozenset({"ep", "i", "n", "t", "iloss", "wep", "wi", "wn", "ms", "wloss", "ps",
+                         "pn", "@tv", "@spi", "@ips", "@sps", "@bs", "@loss"})
+    texts = frozenset({"@tu"})
+    items = _REST
+    items_in = "rest"
+    lenient = frozenset({"iloss", "wloss", "@loss"})
     keywords = ("Time ", "ms/batch")
 
-    def convert(self, m: re.Match[str]) -> Sample | None:
-        # one group() call per line fetches every field (group lookups add up at 10^5 lines)
-        t, ms = m.group("t", "ms")
-        if t is not None:
-            test, ep, i, n, loss = m.group("test", "ep", "i", "n", "iloss")
-            i, n = int(i), int(n)
-            if test is not None:
-                return Sample(step=i, phase=EVAL, iter_time_s=float(t))
-            ep = int(ep)
-            return Sample(step=ep * n + i + 1, epoch=ep + i / n, iter_time_s=float(t),
-                          loss=_loss(loss))
-        if ms is not None:
-            wep, wi, wn, wloss = m.group("wep", "wi", "wn", "wloss")
-            ep, i, n = int(wep), int(wi), int(wn)
-            return Sample(step=(ep - 1) * n + i, epoch=ep - 1 + i / n,
-                          iter_time_s=float(ms) / 1000.0, loss=_loss(wloss))
-        return self._plain(m)
-
-    def _plain(self, m: re.Match[str]) -> Sample:
-        ps, pn, rest = m.group("ps", "pn", "rest")
-        spi = steps = samples = loss = None
-        batch: int | None = None
-        # findall's tuples (no match objects): a group that did not take part is "", and
-        # every group that did holds at least one character
-        for tv, tu, sp, ips, sps, bs, ls in _REST.findall(rest):
-            if tv:
-                if spi is None:
-                    spi = float(tv) / 1000.0 if tu == "ms" else float(tv)
-            elif sp:
-                if spi is None:
-                    spi = float(sp)
-            elif ips:
-                if steps is None:
-                    steps = float(ips)
-            elif sps:
-                if samples is None:
-                    samples = float(sps)
-            elif bs:
-                if batch is None:
-                    batch = int(bs)
-            elif ls and loss is None:
-                loss = _loss(ls)
-        return Sample(step=int(ps), total_steps=integer(pn), iter_time_s=spi,
-                      steps_per_s=steps, samples_per_s=samples, batch_size=batch, loss=loss)
-
-
-def _loss(text: str | None) -> float | None:
-    try:
-        return num(text)
-    except ValueError:
-        return None
+    @classmethod
+    def convert(cls, f: Fields) -> tuple[Samples, np.ndarray]:
+        imagenet, wordlm, test = f.has("t"), f.has("ms"), f.has("test")
+        train = imagenet & ~test
+        ep, i, per_epoch = f.num("ep"), f.num("i"), f.num("n")
+        wep, wi, wn = f.num("wep"), f.num("wi"), f.num("wn")
+        # an epoch of zero iterations cannot be: the line is garbage
+        f.bad |= (train & (per_epoch == 0)) | (wordlm & (wn == 0))
+        tv = f.num("@tv")
+        plain_time = np.where(np.isnan(tv), f.num("@spi"),
+                              np.where(f.text("@tu") == "ms", tv / 1000.0, tv))
+        samples = Samples.build(
+            f.n, eval=test,
+            step=np.where(test, i, np.where(train, ep * per_epoch + i + 1,
+                                            np.where(wordlm, (wep - 1) * wn + wi, f.num("ps")))),
+            total_steps=f.num("pn"),
+            epoch=np.where(train, ep + i / per_epoch, np.where(wordlm, wep - 1 + wi / wn, np.nan)),
+            iter_time_s=np.where(imagenet, f.num("t"),
+                                 np.where(wordlm, f.num("ms") / 1000.0, plain_time)),
+            steps_per_s=f.num("@ips"), samples_per_s=f.num("@sps"), batch_size=f.num("@bs"),
+            loss=np.where(imagenet, f.num("iloss"), np.where(wordlm, f.num("wloss"),
+                                                              f.num("@loss"))))
+        return samples, np.ones(f.n, dtype=bool)

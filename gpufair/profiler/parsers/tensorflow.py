@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import re
 
-from gpufair.profiler.events import Sample
+import numpy as np
+
+from gpufair.profiler.events import Samples
+from gpufair.profiler.extract import Fields
 from gpufair.profiler.parsers.base import Parser
 
 _GSPS = r"(?:INFO:tensorflow:)?global_step/sec: (?P<gsps>[\d.eE+-]+)"
@@ -32,43 +35,34 @@ class TensorFlowParser(Parser):
     signature = re.compile(r"global_step/sec: |loss = \S+, step = \d+|images/sec: [\d.]+ \+/-|"
                            r"Iter #\d+: [\d.]+ img/sec per GPU")
     pattern = re.compile(rf"^[^\S\n\r]*(?:{_GSPS}|{_LOSS_STEP}|{_BATCH}|{_CNN}|{_CNN_TOTAL}|"
-                         rf"{_HVD}|{_HVD_TOTAL})", re.M)
+                         rf"{_HVD}|{_HVD_TOTAL})")
+    numbers = frozenset({"gsps", "eloss", "estep", "esec", "batch", "cstep", "cips", "closs",
+                         "ctotal", "hstep", "hips", "htotal"})
     keywords = ("global_step/sec:", "images/sec:", "img/sec per GPU")
-    context_pattern = re.compile(r"^[^\S\n\r]*Batch size:[^\n\r]*$", re.M)
 
-    def skip(self, head: str) -> None:
-        super().skip(head)
-        # the Estimator's "(N sec)" covers the steps since the previous loss line, which
-        # was passed over: the first line after the gap must not be timed against it
-        self.context.pop("step", None)
+    @classmethod
+    def convert(cls, f: Fields) -> tuple[Samples, np.ndarray]:
+        batch = f.carry(f.num("batch"), "batch")
+        estimator, cnn, hvd = f.has("estep"), f.has("cstep"), f.has("hstep")
+        total = np.where(f.has("ctotal"), f.num("ctotal"), f.num("htotal"))
+        closing = ~np.isnan(total)
+        step = np.where(estimator, f.num("estep"),
+                        np.where(cnn, f.num("cstep"), f.num("hstep") + 1))
+        samples = Samples.build(
+            f.n, cumulative=closing, step=step, steps_per_s=f.num("gsps"),
+            iter_time_s=cls._estimator_times(f, estimator),
+            loss=np.where(estimator, f.num("eloss"), f.num("closs")),
+            samples_per_s=np.where(cnn, f.num("cips"), np.where(hvd, f.num("hips"), total)),
+            batch_size=np.where(cnn | hvd | closing, batch, np.nan))
+        return samples, ~f.has("batch")
 
-    def convert(self, m: re.Match[str]) -> Sample | None:
-        group = m.group
-        # one group() call fetches the common fields (group lookups add up at 10^5 lines)
-        gsps, estep, sec, eloss = group("gsps", "estep", "esec", "eloss")
-        if gsps is not None:
-            # a rate over the steps since the last report: no step of its own
-            return Sample(steps_per_s=float(gsps))
-        if estep is not None:
-            step = int(estep)
-            every = step - self.context.get("step", step)
-            self.context["step"] = step
-            spi = float(sec) / every if sec is not None and every > 0 else None
-            return Sample(step=step, loss=float(eloss), iter_time_s=spi)
-        if group("batch") is not None:
-            self.context["batch"] = int(group("batch"))
-            return None
-        batch = self.context.get("batch")
-        if group("cstep") is not None:
-            return Sample(step=int(group("cstep")), samples_per_s=float(group("cips")),
-                          batch_size=batch, loss=_opt(group("closs")))
-        if group("hstep") is not None:
-            # one Horovod "iter" is num_batches_per_iter batches; the rate is per GPU
-            return Sample(step=int(group("hstep")) + 1, samples_per_s=float(group("hips")),
-                          batch_size=batch)
-        total = group("ctotal") or group("htotal")
-        return Sample(samples_per_s=float(total), batch_size=batch, cumulative=True)
-
-
-def _opt(text: str | None) -> float | None:
-    return None if text is None else float(text)
+    @staticmethod
+    def _estimator_times(f: Fields, estimator: np.ndarray) -> np.ndarray:
+        """The Estimator's ``(N sec)`` covers the steps since its previous loss line."""
+        times = np.full(f.n, np.nan)
+        rows = np.flatnonzero(estimator)
+        if len(rows):
+            steps = f.num("estep")
+            every = steps[rows] - f.previous(rows, steps, "step")
+            times[rows] = np.where(every > 0, f.num("esec")[rows] / every, np.nan)
+        return times

@@ -6,23 +6,13 @@ Shared by two families, so it lives once here: ``45%|####5     | 45/100 [00:01<0
 
 from __future__ import annotations
 
+import numpy as np
+
 BAR = (r"(?P<n>\d+)/(?P<total>\d+) \[(?P<elapsed>[\d:]+)<(?P<remain>[\d:?]+),\s*"
        r"(?P<rate>[\d.]+|\?)\s*(?P<unit>it/s|s/it)")
 
 
-def rate_to_seconds(rate: str, unit: str) -> float | None:
-    """Seconds per iteration from tqdm's rate field; None while tqdm shows ``?``."""
-    if rate == "?":
-        return None
-    value = float(rate)
-    if value <= 0:
-        return None
-    return value if unit == "s/it" else 1.0 / value
-
-
-def clock_seconds(text: str) -> float:
-    """``01:02:03`` or ``02:03`` to seconds."""
-    total = 0.0
-    for part in text.split(":"):
-        total = total * 60 + float(part)
-    return total
+def seconds_per_iter(rate: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """Seconds per iteration from tqdm's rate and unit columns; NaN while tqdm shows ``?``
+    (read as NaN) or a rate of zero."""
+    return np.where(rate > 0, np.where(unit == "s/it", rate, 1.0 / rate), np.nan)
