@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from gpufair.profiler.robust import Estimate, robust_mean
 
 WINDOW = 128
@@ -41,11 +43,15 @@ class Regime:
         with one more value, so it is refreshed after max(4, half the window) new ones
         (``final_estimate`` refreshes at once, for reports).
         """
-        if self._stale and (self._cached is None
-                            or self._stale >= max(4, len(self.values) // 2)):
+        if self._due():
             self._cached = robust_mean(list(self.values), list(self.weights))
             self._stale = 0
         return self._cached
+
+    def _due(self) -> bool:
+        """Whether ``estimate`` would re-sort the window now (see there for why it waits)."""
+        return bool(self._stale) and (self._cached is None
+                                      or self._stale >= max(4, len(self.values) // 2))
 
     def final_estimate(self) -> Estimate | None:
         if self._stale:
@@ -103,11 +109,64 @@ class RegimeTracker:
         cur.weights.append(weight)
         cur._stale += 1
 
+    def observe_times(self, steps: Any, values: Any, weights: Any = None) -> np.ndarray:
+        """Many iteration times at once, exactly as ``observe_time`` for each in order.
+
+        A log yields up to 10^6 timed lines per second, too many for a Python call each.
+        With a stated batch size there is no shift detection, so the values just join the
+        current regime. Without one, every value is compared with the regime's cached
+        estimate, which changes only when enough values have joined (``Regime._due``): the
+        values are taken in runs during which the estimate cannot change, each run's
+        in-band prefix joins in bulk and the first value outside the band goes through
+        ``observe_time`` (it is held as pending, or opens a "throughput" regime).
+
+        Returns ``len(self.regimes)`` after each value (what a caller records per value).
+        """
+        values = np.asarray(values, dtype=np.float64)
+        steps = np.asarray(steps, dtype=np.int64)
+        weights = None if weights is None else np.asarray(weights, dtype=np.float64)
+        n = len(values)
+        counts = np.empty(n, dtype=np.int64)
+        if n and not self.regimes:
+            self.regimes.append(Regime(int(steps[0]), int(steps[0]), None))
+        i = 0
+        while i < n:
+            cur = self.regimes[-1]
+            end = n if cur.batch_size is not None else self._in_band_run(cur, values, i)
+            if end > i:
+                _join(cur, steps[i:end], values[i:end],
+                      None if weights is None else weights[i:end])
+            else:
+                self.observe_time(int(steps[i]), float(values[i]),
+                                  1.0 if weights is None else float(weights[i]))
+                end = i + 1
+            counts[i:end] = len(self.regimes)
+            i = end
+        return counts
+
+    def _in_band_run(self, cur: Regime, values: np.ndarray, i: int) -> int:
+        """The end of the run of values from ``i`` on that ``observe_time`` would simply
+        append to ``cur`` (a regime without batch size), with the same side effects on the
+        way: the estimate refreshed where ``_shifted`` would refresh it, pending values
+        dropped by the first value back in band. ``i`` itself when value ``i`` needs the
+        per-value path (it is out of band, or there is no estimate to compare with)."""
+        have = len(cur.values)
+        if have < self.confirm:  # too few values to judge a shift: they all join
+            return min(len(values), i + self.confirm - have)
+        est = cur.estimate()
+        if est is None:
+            return i
+        # the estimate stays as it is for this many more joining values
+        ahead = values[i:i + _until_due(cur._stale, have)]
+        outside = ~(np.abs(ahead - est.value) <= self.shift * est.value)
+        run = int(outside.argmax()) if outside.any() else len(ahead)
+        if run and self._pending:
+            self._pending.clear()
+        return i + run
+
     def _shifted(self, cur: Regime, step: int, seconds: float, weight: float) -> bool:
         """Hold values far from the regime; open a new regime once ``confirm`` agree."""
-        est = cur._cached
-        if cur._stale and (est is None or cur._stale >= max(4, len(cur.values) // 2)):
-            est = cur.estimate()
+        est = cur.estimate()
         if est is None or abs(seconds - est.value) <= self.shift * est.value:
             if self._pending:
                 self._pending.clear()
@@ -122,3 +181,28 @@ class RegimeTracker:
         self._pending.clear()
         self.regimes.append(new)
         return True
+
+
+def _join(cur: Regime, steps: np.ndarray, values: np.ndarray, weights: np.ndarray | None
+          ) -> None:
+    """Append values to a regime in bulk: what ``observe_time`` does to it for each of them
+    when no shift is detected (only the last WINDOW values stay; all count as stale)."""
+    tail = values[-WINDOW:].tolist()
+    cur.values.extend(tail)
+    cur.weights.extend([1.0] * len(tail) if weights is None else weights[-WINDOW:].tolist())
+    cur._stale += len(values)
+    top = int(steps.max())
+    if top > cur.end_step:
+        cur.end_step = top
+
+
+def _until_due(stale: int, have: int) -> int:
+    """How many more values can join a regime (``stale`` values since its estimate, ``have``
+    in its window) before ``Regime._due`` holds: the least k with
+    ``stale + k >= max(4, min(have + k, WINDOW) // 2)``, the window growing as values join.
+    """
+    # below the cap, (have + k) // 2 <= stale + k  <=>  k >= have - 2 * stale - 1
+    k = max(0, 4 - stale, have - 2 * stale - 1)
+    if have + k > WINDOW:  # the window is full before then: stale + k >= WINDOW // 2
+        k = max(WINDOW - have, WINDOW // 2 - stale)
+    return k
