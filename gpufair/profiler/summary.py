@@ -11,6 +11,12 @@ Handled here once for every family:
 - **cumulative averages** (Keras' ``ms/step`` since the epoch began) are differenced into
   the mean over the span between the first and last sample of the period, which also drops
   the period's first iteration (graph building, data-loader start).
+
+Parsers deliver columnar :class:`Samples` batches of up to 10^6 rows per second of log, so
+``Accumulator.add`` folds a batch in with numpy: the rows whose steps rise (with other ranks'
+copies, recognised per column) in bulk, and only the rare rows that need ``_advance``'s
+judgement (a step going back: a restart, or a rank far behind) one by one through the
+per-row reference ``_add_rows``. Both give the same state to the last bit.
 """
 
 from __future__ import annotations
@@ -18,13 +24,27 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from gpufair.profiler.events import EVAL, LineStats, Sample
+import numpy as np
+
+from gpufair.profiler.events import EVAL, LineStats, Sample, Samples
 from gpufair.profiler.regimes import RegimeTracker
 from gpufair.profiler.robust import Estimate, robust_mean
 
 RECENT = 16
+# A stretch of a batch shorter than this is walked row by row: numpy's fixed cost per call
+# would exceed the per-row cost (a log of duplicates and restarts only).
+MIN_RUN = 32
+# Beyond this, float64 steps are not all exact integers: such rows go through ``_add_rows``.
+_EXACT = 2.0 ** 53
+
+# What a train row of a columnar batch is to the step bookkeeping (``_row_kinds``)
+_NO_STEP = 0    # no step stated
+_NEW = 1        # above the previous step (above ``_last_step`` is checked where a run starts)
+_DUPLICATE = 2  # another rank's copy of the previous step: dropped (``_advance``)
+_RETIMED = 3    # the first timed copy of an untimed step: kept instead (``_advance``)
+_HARD = 4       # a step going back, a copy that is a restart, a value rows() must see
 
 
 @dataclass(slots=True)
@@ -35,6 +55,10 @@ class _Period:
     first: tuple[int, float]
     last: tuple[int, float]
     step: int
+
+    def continues(self, key: float, n: int) -> bool:
+        """Whether a cumulative average with this key and count belongs to this period."""
+        return self.key == key and n >= self.last[0]
 
     def window(self) -> tuple[float, int] | None:
         (n_a, a), (n_b, b) = self.first, self.last
@@ -97,18 +121,27 @@ class Accumulator:
         self._last_step = last_step
         self._report.iterations_done = last_step
 
-    def add(self, samples: Iterable[Sample]) -> None:
-        """Fold samples in, in order.
+    def add(self, samples: Samples | Iterable[Sample]) -> None:
+        """Fold samples in, in order: a columnar batch (vectorised) or ``Sample`` rows."""
+        if isinstance(samples, Samples):
+            self._add_columns(samples)
+        else:
+            self._add_rows(samples)
 
-        This runs once per parsed log line, so the common case (a new, higher step with a
-        windowed time) is handled inline; duplicates, restarts, warm-up and cumulative
-        averages branch off it (``_advance``, ``_cumulative``).
+    # -- the per-row reference ------------------------------------------------------------
+
+    def _add_rows(self, rows: Iterable[Sample]) -> None:
+        """Fold samples in one at a time: the reference semantics of ``add``.
+
+        Used for ``Sample`` input and for the rows of a batch that the columnar path leaves
+        to it. The common case (a new, higher step with a windowed time) goes straight
+        through; duplicates, restarts, warm-up and cumulative averages branch off it
+        (``_advance``, ``_cumulative``).
         """
         rep = self._report
-        recent = self._recent
         regimes = self.regimes
         fresh = self._fresh
-        for s in samples:
+        for s in rows:
             if s.phase == EVAL:
                 rep.eval_samples += 1
                 continue
@@ -120,27 +153,13 @@ class Accumulator:
                 rep.epochs_total = s.total_epochs
             if s.total_steps is not None:
                 rep.iterations_total = s.total_steps
-            # seconds per iteration, once (Sample.seconds_per_iter, inlined)
-            spi = s.iter_time_s
-            if spi is None or not spi > 0:  # (NaN too)
-                spi = s.steps_per_s
-                if spi is not None and spi > 0:
-                    spi = 1.0 / spi
-                elif s.samples_per_s and s.batch_size:
-                    spi = s.batch_size / s.samples_per_s
-                else:
-                    spi = None
+            spi = s.seconds_per_iter()
             step = s.step
             if step is not None:
                 last = self._last_step
                 if last is None or step > last:
                     # a new step: no duplicate and no restart possible
-                    recent[step] = (self._index, s.loss, spi is not None)
-                    if len(recent) > RECENT:
-                        del recent[next(iter(recent))]
-                    self._index += 1
-                    self._last_step = step
-                    self._segment_samples += 1
+                    self._step_on(step, s.loss, spi is not None)
                 elif not self._advance(s, step, spi is not None):
                     continue
                 rep.iterations_done = step
@@ -162,6 +181,20 @@ class Accumulator:
             regimes.observe_time(step or self._last_step or 0, spi)
             fresh.append((len(regimes.regimes), spi))
 
+    def _remember(self, step: int, loss: float | None, timed: bool) -> None:
+        """Note a kept sample of ``step`` for duplicate detection (the last RECENT steps)."""
+        recent = self._recent
+        recent[step] = (self._index, loss, timed)
+        if len(recent) > RECENT:
+            del recent[next(iter(recent))]
+        self._index += 1
+
+    def _step_on(self, step: int, loss: float | None, timed: bool) -> None:
+        """The counter moved to ``step`` (forward, or back after a restart)."""
+        self._remember(step, loss, timed)
+        self._last_step = step
+        self._segment_samples += 1
+
     def _advance(self, s: Sample, step: int, timed: bool) -> bool:
         """False for a duplicate; notes a restart when the counter goes back.
 
@@ -176,8 +209,7 @@ class Accumulator:
             seen = self._recent.get(step)
             if seen is not None and (step == last or self._index - seen[0] <= 2):
                 if not seen[2] and timed:
-                    self._recent[step] = (self._index, s.loss, True)
-                    self._index += 1
+                    self._remember(step, s.loss, True)
                     return True
                 if seen[1] == s.loss or None in (seen[1], s.loss) or not timed:
                     self._report.duplicates += 1
@@ -186,20 +218,13 @@ class Accumulator:
             self._segment_samples = 0
             self._recent.clear()
             self._period = None
-        self._recent[step] = (self._index, s.loss, timed)
-        if len(self._recent) > RECENT:
-            del self._recent[next(iter(self._recent))]
-        self._index += 1
-        self._last_step = step
-        self._segment_samples += 1
+        self._step_on(step, s.loss, timed)
         return True
 
     def _cumulative(self, s: Sample, avg: float, step: int) -> None:
-        key = s.epoch if s.epoch is not None else 0.0
-        key = float(int(key)) if s.period_n else key
-        n = int(s.period_n or 0)
+        key, n = _period_key(s.epoch, s.period_n)
         period = self._period
-        if period is None or period.key != key or n < period.last[0]:
+        if period is None or not period.continues(key, n):
             self._close_period()
             self._period = _Period(key, (n, avg), (n, avg), step)
             self._report.warmup_skipped += 1
@@ -213,6 +238,206 @@ class Accumulator:
             self.regimes.observe_time(period.step, window[0], float(window[1]))
             self._fresh.append((len(self.regimes.regimes), window[0]))
         self._period = None
+
+    # -- the columnar path ----------------------------------------------------------------
+
+    def _add_columns(self, batch: Samples) -> None:
+        """Fold a batch in: runs of ordinary rows vectorised, the rest row by row.
+
+        Evaluation rows only count, so they are dropped first. A run ends before the next
+        ``_HARD`` row; it may start only where the first step is above ``_last_step``
+        (``_row_kinds`` compares each step with the previous row's, which after a row
+        walked one by one need not be the last kept step), else that row is walked too.
+        """
+        if batch.eval.any():
+            self._report.eval_samples += int(np.count_nonzero(batch.eval))
+            batch = batch.take(~batch.eval)
+        n = len(batch)
+        if n == 0:
+            return
+        cols = _Columns(batch)
+        pos = 0
+        while pos < n:
+            end = cols.next_hard(pos)
+            first = cols.next_stepped(pos)
+            if first < end and not self._rises(cols, first):
+                end = first
+            if end - pos >= MIN_RUN:
+                self._add_run(cols, pos, end)
+            elif end > pos:
+                self._add_rows(cols.rows(pos, end))
+            if end < n:
+                self._add_rows(cols.rows(end, end + 1))
+            pos = end + 1
+
+    def _rises(self, cols: _Columns, i: int) -> bool:
+        """Whether row ``i`` (with a step) can start a run: a new step above the last."""
+        return bool(cols.kind[i] == _NEW) and (
+            self._last_step is None or bool(cols.step[i] > self._last_step))
+
+    def _add_run(self, cols: _Columns, a: int, b: int) -> None:
+        """Rows ``a:b`` at once, exactly as ``_add_rows`` would fold them.
+
+        The caller guarantees no ``_HARD`` row and, if there are steps, a first step above
+        ``_last_step``: steps rise, apart from copies of the previous step that
+        ``_row_kinds`` has already judged as ``_advance`` would.
+        """
+        rows = slice(a, b)
+        self._note_stated(cols.samples, rows)
+        segment, last = self._count_steps(cols, rows)
+        live = cols.kind[rows] != _DUPLICATE  # a dropped copy only updates the stated fields
+        sizes = self._batch_sizes(cols, rows, live)
+        times = self._times(cols, rows, live, segment, last)
+        self._observe(sizes, times)
+
+    def _note_stated(self, samples: Samples, rows: slice) -> None:
+        """Loss, epoch and totals: the last value stated by any train row, copies too."""
+        rep = self._report
+        for column, name, integer in (("loss", "loss", False), ("epoch", "epoch", False),
+                                      ("total_epochs", "epochs_total", True),
+                                      ("total_steps", "iterations_total", True)):
+            values = getattr(samples, column)[rows]
+            stated = np.flatnonzero(~np.isnan(values))
+            if len(stated):
+                value = values[stated[-1]].item()
+                setattr(rep, name, int(value) if integer else value)
+
+    def _count_steps(self, cols: _Columns, rows: slice) -> tuple[np.ndarray, np.ndarray]:
+        """Step bookkeeping of a run; per row, ``_segment_samples`` and ``_last_step`` (NaN
+        for None) as they are after the row's own step.
+
+        Each kept row (``_NEW`` or ``_RETIMED``) took the next ``_index``; ``_recent`` keeps
+        only the last RECENT steps, which at most two kept rows each wrote: replaying the
+        last 2 * RECENT kept rows through ``_remember`` leaves it as the whole run would.
+        """
+        kind = cols.kind[rows]
+        step = cols.step[rows]
+        new = kind == _NEW
+        self._report.duplicates += int(np.count_nonzero(kind == _DUPLICATE))
+        segment = self._segment_samples + np.cumsum(new)
+        last = _ffill(step, np.nan if self._last_step is None else float(self._last_step))
+        kept = np.flatnonzero(new | (kind == _RETIMED))
+        if len(kept) == 0:
+            return segment, last
+        replay = kept[-2 * RECENT:]
+        self._index += len(kept) - len(replay)
+        loss = cols.samples.loss[rows]
+        timed = cols.timed[rows]
+        for i in replay.tolist():
+            lost = loss[i].item()
+            self._remember(int(step[i]), None if lost != lost else lost, bool(timed[i]))
+        self._last_step = self._report.iterations_done = int(last[-1])
+        self._segment_samples = int(segment[-1])
+        return segment, last
+
+    def _batch_sizes(self, cols: _Columns, rows: slice, live: np.ndarray) -> _Sizes:
+        """The run's batch-size observations (row, step or 0, size); notes the last size."""
+        sizes = cols.batch[rows]
+        at = np.flatnonzero(live & ~np.isnan(sizes))
+        if len(at):
+            self._report.batch_size = int(sizes[at[-1]])
+        return _Sizes(at, _or_zero(cols.step[rows][at]).astype(np.int64), sizes[at])
+
+    def _times(self, cols: _Columns, rows: slice, live: np.ndarray, segment: np.ndarray,
+               last: np.ndarray) -> _Times:
+        """Sort the run's timed rows as ``_add_rows`` does: whole-run averages, cumulative
+        periods, warm-up; returns the time observations in row order (windowed times, and
+        the windows of the cumulative periods that ended)."""
+        spi = cols.spi[rows]
+        timed = live & cols.timed[rows]
+        cumulative = cols.samples.cumulative[rows]
+        whole = np.isnan(cols.samples.period_n[rows])
+        at = np.flatnonzero(timed & cumulative & whole)
+        if len(at):
+            self._whole_run = spi[at[-1]].item()
+        periods = self._periods(cols, rows, np.flatnonzero(timed & cumulative & ~whole))
+        windowed = timed & ~cumulative
+        warm = windowed & ~np.isnan(cols.step[rows]) & (segment <= self.warmup)
+        at = np.flatnonzero(warm)
+        if len(at):
+            self._report.warmup_skipped += len(at)
+            self._warmup_spi = spi[at[-1]].item()
+        at = np.flatnonzero(windowed & ~warm)
+        times = _Times(at, _or_zero(last[at]).astype(np.int64), spi[at], None)
+        return times if periods is None else times.merge(periods)
+
+    def _periods(self, cols: _Columns, rows: slice, at: np.ndarray) -> _Times | None:
+        """``_cumulative`` for the run's cumulative rows with a period count (``at``).
+
+        A period begins where the key changes or the count falls; only those rows are
+        walked in Python. Returns the windows of the periods that ended, at the rows that
+        ended them (None if there are none).
+        """
+        if len(at) == 0:
+            return None
+        samples = cols.samples
+        keys, counts = _period_keys(samples.epoch[rows][at], samples.period_n[rows][at])
+        avgs = cols.spi[rows][at]
+        steps = _or_zero(cols.step[rows][at])
+        begins = np.empty(len(at), dtype=bool)
+        begins[0] = self._period is None or not self._period.continues(keys[0].item(),
+                                                                       int(counts[0]))
+        begins[1:] = (keys[1:] != keys[:-1]) | (counts[1:] < counts[:-1])
+        ended: list[tuple[int, int, float, float]] = []
+        for i in np.flatnonzero(begins).tolist():
+            if i > 0:
+                self._extend_period(counts, avgs, steps, i - 1)
+            period = self._period
+            if period is not None and (window := period.window()) is not None:
+                ended.append((int(at[i]), period.step, window[0], float(window[1])))
+            n, avg = int(counts[i]), avgs[i].item()
+            self._period = _Period(keys[i].item(), (n, avg), (n, avg), int(steps[i]))
+            self._report.warmup_skipped += 1
+        self._extend_period(counts, avgs, steps, len(at) - 1)
+        if not ended:
+            return None
+        where, step, value, weight = (np.array(column) for column in zip(*ended, strict=True))
+        return _Times(where, step.astype(np.int64), value, weight)
+
+    def _extend_period(self, counts: np.ndarray, avgs: np.ndarray, steps: np.ndarray,
+                       i: int) -> None:
+        """The open period's latest average is row ``i``'s (``_cumulative``'s update)."""
+        period = self._period
+        assert period is not None
+        period.last = (int(counts[i]), avgs[i].item())
+        period.step = int(steps[i])
+
+    def _observe(self, sizes: _Sizes, times: _Times) -> None:
+        """Feed the run's batch sizes and times to the regimes, in row order.
+
+        Only a batch size different from the previous one (or the first, while the regime
+        has none) can open or change a regime, and a row's size is observed before its
+        time; so the times go in bulk between those rows. A repeated size only extends the
+        regime (``end_step``), which commutes with the times around it.
+        """
+        regimes = self.regimes
+        cur = regimes.current
+        value = sizes.value
+        change = np.empty(len(value), dtype=bool)
+        if len(value):
+            change[0] = cur is None or cur.batch_size is None or value[0] != cur.batch_size
+            change[1:] = value[1:] != value[:-1]
+        changes = np.flatnonzero(change).tolist()
+        cuts = np.searchsorted(times.at, sizes.at[changes], side="left").tolist()
+        t0 = s0 = 0
+        for c, t in zip([*changes, len(value)], [*cuts, len(times.at)], strict=True):
+            self._observe_times(times, t0, t)
+            if s0 < c:  # the same size again
+                cur = regimes.current
+                assert cur is not None
+                cur.end_step = max(cur.end_step, int(sizes.step[s0:c].max()))
+            if c < len(value):
+                regimes.observe_batch(int(sizes.step[c]), int(value[c]))
+            t0, s0 = t, c + 1
+
+    def _observe_times(self, times: _Times, a: int, b: int) -> None:
+        """Times ``a:b`` to the regimes, each noted in ``_fresh`` with its regime count."""
+        if a == b:
+            return
+        value = times.value[a:b]
+        counts = self.regimes.observe_times(
+            times.step[a:b], value, None if times.weight is None else times.weight[a:b])
+        self._fresh.extend(zip(counts.tolist(), value.tolist(), strict=True))
 
     def take_fresh(self) -> Estimate | None:
         """The robust iteration time over what was timed since the last call (one round).
@@ -271,3 +496,151 @@ class Accumulator:
         if stats is not None:
             rep.lines = stats.as_dict()
         return JobReport(*_REPORT_FIELDS(rep))  # a snapshot: later rounds update ``rep``
+
+
+# -- the columns of a batch ---------------------------------------------------------------
+
+
+class _Sizes(NamedTuple):
+    """A run's batch-size observations: row, step (0 when none), size."""
+
+    at: np.ndarray
+    step: np.ndarray
+    value: np.ndarray
+
+
+class _Times(NamedTuple):
+    """A run's time observations: row, step, seconds per iteration, weight (None: all 1)."""
+
+    at: np.ndarray
+    step: np.ndarray
+    value: np.ndarray
+    weight: np.ndarray | None
+
+    def weights(self) -> np.ndarray:
+        return np.ones(len(self.at)) if self.weight is None else self.weight
+
+    def merge(self, other: _Times) -> _Times:
+        """Both sets in row order (no row makes two observations)."""
+        order = np.argsort(np.concatenate([self.at, other.at]), kind="stable")
+        return _Times(*(np.concatenate([mine, theirs])[order] for mine, theirs in (
+            (self.at, other.at), (self.step, other.step), (self.value, other.value),
+            (self.weights(), other.weights()))))
+
+
+class _Columns:
+    """A batch's train rows, with what the summary derives from them once per batch."""
+
+    def __init__(self, samples: Samples) -> None:
+        self.samples = samples
+        self.step = samples.step
+        self.batch = np.trunc(samples.batch_size)  # Samples.rows() makes it an int
+        self.spi = _seconds_per_iter(samples.iter_time_s, samples.steps_per_s,
+                                     samples.samples_per_s, self.batch)
+        self.timed = ~np.isnan(self.spi)
+        self.kind = _row_kinds(self.step, self.timed, samples.loss)
+        self.kind[_unconvertible(samples)] = _HARD
+        self._hard = np.flatnonzero(self.kind == _HARD)
+        self._stepped = np.flatnonzero(~np.isnan(self.step))
+
+    def next_hard(self, pos: int) -> int:
+        """The first ``_HARD`` row at or after ``pos`` (the number of rows if none)."""
+        return _next(self._hard, pos, len(self.step))
+
+    def next_stepped(self, pos: int) -> int:
+        """The first row with a step at or after ``pos`` (the number of rows if none)."""
+        return _next(self._stepped, pos, len(self.step))
+
+    def rows(self, a: int, b: int) -> list[Sample]:
+        return self.samples.take(slice(a, b)).rows()
+
+
+def _next(positions: np.ndarray, pos: int, none: int) -> int:
+    i = int(np.searchsorted(positions, pos))
+    return int(positions[i]) if i < len(positions) else none
+
+
+def _seconds_per_iter(iter_time_s: np.ndarray, steps_per_s: np.ndarray,
+                      samples_per_s: np.ndarray, batch_size: np.ndarray) -> np.ndarray:
+    """``Sample.seconds_per_iter`` on columns (``batch_size`` already an integer): the
+    time if positive, else the inverse step rate if positive, else batch size over sample
+    rate if both are nonzero; NaN where a row gives no time."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        by_samples = np.where((samples_per_s != 0) & ~np.isnan(samples_per_s)
+                              & (batch_size != 0) & ~np.isnan(batch_size),
+                              batch_size / samples_per_s, np.nan)
+        by_steps = np.where(steps_per_s > 0, 1.0 / steps_per_s, by_samples)
+        return np.where(iter_time_s > 0, iter_time_s, by_steps)
+
+
+def _row_kinds(step: np.ndarray, timed: np.ndarray, loss: np.ndarray) -> np.ndarray:
+    """Each row's kind (``_NEW``, ``_DUPLICATE``...), judged against the previous step.
+
+    A step equal to the previous one is a copy. In a group of copies, the first row is
+    kept; copies before the group's first timed row are duplicates, that timed row (if not
+    the first) is kept instead (``_RETIMED``), and later copies are duplicates unless they
+    are timed and state another loss, which ``_advance`` calls a restart (``_HARD``). A
+    step below the previous one is ``_HARD``. The first step is provisionally ``_NEW``;
+    whether it is above ``_last_step`` is the caller's to check.
+    """
+    kind = np.full(len(step), _NO_STEP, dtype=np.int8)
+    at = np.flatnonzero(~np.isnan(step))
+    if len(at) == 0:
+        return kind
+    steps = step[at]
+    prev = np.concatenate([[-np.inf], steps[:-1]])
+    copy = steps == prev
+    group = np.cumsum(~copy) - 1
+    timed = timed[at]
+    # the first timed row of each group (its index among the stepped rows; len if none)
+    timed_at = np.flatnonzero(timed)
+    timed_group = group[timed_at]
+    lead = np.ones(len(timed_at), dtype=bool)
+    lead[1:] = timed_group[1:] != timed_group[:-1]
+    first_timed = np.full(group[-1] + 1, len(at))
+    first_timed[timed_group[lead]] = timed_at[lead]
+    first = first_timed[group]
+    index = np.arange(len(at))
+    loss = loss[at]
+    kept_loss = loss[np.minimum(first, len(at) - 1)]
+    clash = timed & ~np.isnan(loss) & ~np.isnan(kept_loss) & (loss != kept_loss)
+    kind[at] = np.select(
+        [steps > prev, ~copy, index < first, index == first, clash],
+        [_NEW, _HARD, _DUPLICATE, _RETIMED, _HARD], _DUPLICATE)
+    return kind
+
+
+def _unconvertible(samples: Samples) -> np.ndarray:
+    """Rows whose integers a run cannot convert as ``Samples.rows`` and ``_add_rows`` do
+    (infinite, or steps beyond exact integers): left to them, errors and all."""
+    step = samples.step
+    bad = ~(np.abs(step) < _EXACT) & ~np.isnan(step)
+    for column in (samples.total_steps, samples.total_epochs, samples.batch_size,
+                   samples.period_n):
+        bad |= np.isinf(column)
+    return bad | (samples.cumulative & np.isinf(samples.epoch))
+
+
+def _period_key(epoch: float | None, period_n: int | None) -> tuple[float, int]:
+    """The period a cumulative average belongs to and the iterations it covers: when it
+    counts iterations (Keras' i of i/n), the whole epoch it is in, else the epoch stated."""
+    key = epoch if epoch is not None else 0.0
+    return (float(int(key)) if period_n else key), int(period_n or 0)
+
+
+def _period_keys(epoch: np.ndarray, period_n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_period_key`` on columns (``period_n`` stated)."""
+    counts = np.trunc(period_n)
+    epoch = _or_zero(epoch)
+    return np.where(counts != 0, np.trunc(epoch) + 0.0, epoch), counts  # + 0.0: no -0.0
+
+
+def _ffill(values: np.ndarray, init: float) -> np.ndarray:
+    """Each NaN replaced by the last number before it (``init`` before the first)."""
+    last = np.where(np.isnan(values), -1, np.arange(len(values)))
+    np.maximum.accumulate(last, out=last)
+    return np.where(last >= 0, values[np.maximum(last, 0)], init)
+
+
+def _or_zero(values: np.ndarray) -> np.ndarray:
+    return np.where(np.isnan(values), 0.0, values)
