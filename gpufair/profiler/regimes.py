@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gpufair.profiler.robust import Estimate, robust_mean
+from gpufair.profiler.robust import MAX_VALUE, Estimate, robust_mean
 
 WINDOW = 128
 
@@ -114,11 +114,9 @@ class RegimeTracker:
 
         A log yields up to 10^6 timed lines per second, too many for a Python call each.
         With a stated batch size there is no shift detection, so the values just join the
-        current regime. Without one, every value is compared with the regime's cached
-        estimate, which changes only when enough values have joined (``Regime._due``): the
-        values are taken in runs during which the estimate cannot change, each run's
-        in-band prefix joins in bulk and the first value outside the band goes through
-        ``observe_time`` (it is held as pending, or opens a "throughput" regime).
+        current regime. Without one, values join in bulk while they are within the shift
+        band (``_join_in_band``); a value outside it goes through ``observe_time`` (it is
+        held as pending, or opens a "throughput" regime).
 
         Returns ``len(self.regimes)`` after each value (what a caller records per value).
         """
@@ -132,11 +130,12 @@ class RegimeTracker:
         i = 0
         while i < n:
             cur = self.regimes[-1]
-            end = n if cur.batch_size is not None else self._in_band_run(cur, values, i)
-            if end > i:
-                _join(cur, steps[i:end], values[i:end],
-                      None if weights is None else weights[i:end])
+            if cur.batch_size is not None:
+                _join(cur, steps[i:], values[i:], None if weights is None else weights[i:])
+                end = n
             else:
+                end = self._join_in_band(cur, steps, values, weights, i)
+            if end == i:
                 self.observe_time(int(steps[i]), float(values[i]),
                                   1.0 if weights is None else float(weights[i]))
                 end = i + 1
@@ -144,25 +143,59 @@ class RegimeTracker:
             i = end
         return counts
 
-    def _in_band_run(self, cur: Regime, values: np.ndarray, i: int) -> int:
-        """The end of the run of values from ``i`` on that ``observe_time`` would simply
-        append to ``cur`` (a regime without batch size), with the same side effects on the
-        way: the estimate refreshed where ``_shifted`` would refresh it, pending values
-        dropped by the first value back in band. ``i`` itself when value ``i`` needs the
-        per-value path (it is out of band, or there is no estimate to compare with)."""
+    def _join_in_band(self, cur: Regime, steps: np.ndarray, values: np.ndarray,
+                      weights: np.ndarray | None, i: int) -> int:
+        """Join values from ``i`` on to ``cur`` (a regime without batch size) as long as
+        ``observe_time`` would just append them; returns where it stopped, the value that
+        needs ``observe_time`` (out of band, or no estimate to compare it with).
+
+        The cached estimate changes only after enough values have joined (``_until_due``),
+        so the values come in runs judged against one estimate, refreshed between runs
+        where ``_shifted`` would refresh it; the first value back in band drops the pending
+        ones, as there. Refreshing sorts the window, which would cost more than the rest;
+        but a run whose values are in band whatever the estimate (``_Deferred``) does not
+        need it, so it is computed only for a run that does, and for the last refresh.
+        """
+        n = len(values)
         have = len(cur.values)
         if have < self.confirm:  # too few values to judge a shift: they all join
-            return min(len(values), i + self.confirm - have)
-        est = cur.estimate()
-        if est is None:
-            return i
-        # the estimate stays as it is for this many more joining values
-        ahead = values[i:i + _until_due(cur._stale, have)]
-        outside = ~(np.abs(ahead - est.value) <= self.shift * est.value)
-        run = int(outside.argmax()) if outside.any() else len(ahead)
-        if run and self._pending:
-            self._pending.clear()
-        return i + run
+            end = min(n, i + self.confirm - have)
+            _join(cur, steps[i:end], values[i:end], None if weights is None else weights[i:end])
+            return end
+        deferred: _Deferred | None = None
+        due = cur._due()
+        while i < n:
+            if due:
+                deferred = _Deferred.of(cur)
+                if deferred is None:
+                    cur.estimate()
+                else:
+                    cur._stale = 0
+            if deferred is None and cur._cached is None:
+                break
+            ahead = values[i:i + _until_due(cur._stale, len(cur.values))]
+            if deferred is not None and deferred.surely_in_band(ahead, self.shift):
+                run = len(ahead)
+            else:
+                if deferred is not None:
+                    deferred.settle(cur)
+                    deferred = None
+                est = cur._cached
+                assert est is not None
+                outside = ~(np.abs(ahead - est.value) <= self.shift * est.value)
+                run = int(outside.argmax()) if outside.any() else len(ahead)
+            if run:
+                if self._pending:
+                    self._pending.clear()
+                _join(cur, steps[i:i + run], values[i:i + run],
+                      None if weights is None else weights[i:i + run])
+                i += run
+            if run < len(ahead):
+                break
+            due = True  # (if values remain: the run had all the values _until_due allows)
+        if deferred is not None:
+            deferred.settle(cur)
+        return i
 
     def _shifted(self, cur: Regime, step: int, seconds: float, weight: float) -> bool:
         """Hold values far from the regime; open a new regime once ``confirm`` agree."""
@@ -194,6 +227,51 @@ def _join(cur: Regime, steps: np.ndarray, values: np.ndarray, weights: np.ndarra
     top = int(steps.max())
     if top > cur.end_step:
         cur.end_step = top
+
+
+@dataclass(slots=True)
+class _Deferred:
+    """A refresh of a regime's estimate, its robust mean not computed yet: the window it
+    is of, and the range of that window.
+
+    A robust mean (of positive values with unit weights) lies within the range of the
+    values, so a value within the shift band of every point of that range is in band
+    whatever the mean turns out to be. Iteration times stay within a few percent of each
+    other, so nearly every run of a regime can be judged without sorting its window.
+    """
+
+    values: list[float]
+    weights: list[float]
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, cur: Regime) -> _Deferred | None:
+        """The refresh ``cur.estimate()`` would do now, deferred; None unless all weights
+        are 1 and all values are ones the robust mean keeps, which makes sure it lies in
+        their range (other windows are rare: they are sorted at once)."""
+        values, weights = list(cur.values), list(cur.weights)
+        if not values or weights.count(1.0) != len(weights):
+            return None
+        low, high, total = min(values), max(values), sum(values)
+        if not (low > 0 and high <= MAX_VALUE and total == total):  # (no NaN either)
+            return None
+        return cls(values, weights, low, high)
+
+    def surely_in_band(self, ahead: np.ndarray, shift: float) -> bool:
+        """Whether every value is within ``shift`` of every estimate in the range.
+
+        |v - e| - shift * e is convex in e, so checking both ends of the range suffices;
+        the ends are widened and the band narrowed by 1e-9, far more than the rounding of
+        the mean and of the comparison in ``_shifted``.
+        """
+        low, high, band = self.low * (1 - 1e-9), self.high * (1 + 1e-9), shift * (1 - 1e-9)
+        return bool(((np.abs(ahead - low) <= band * low)
+                     & (np.abs(ahead - high) <= band * high)).all())
+
+    def settle(self, cur: Regime) -> None:
+        """Compute the deferred estimate (the values joined since stay counted as stale)."""
+        cur._cached = robust_mean(self.values, self.weights)
 
 
 def _until_due(stale: int, have: int) -> int:
