@@ -217,6 +217,20 @@ def test_deepspeed_timed_copy_replaces_the_untimed_step() -> None:
     assert (report.duplicates, report.restarts, report.timed_samples) == (0, 0, 128)
 
 
+def test_copies_are_judged_against_the_kept_copy() -> None:
+    """A third copy is compared with the kept one, not with the copy just before it."""
+    steps = np.repeat(np.arange(1.0, 201.0), 3)
+    loss = np.repeat(np.arange(1.0, 201.0), 3)
+    times = np.full(len(steps), 0.1)
+    at = 3 * 99  # step 100: kept, an untimed copy with another loss, a timed one alike
+    loss[at + 1:at + 3] += 0.5
+    times[at + 1] = np.nan
+    at = 3 * 149  # step 150: kept, a timed copy without loss, a timed one with another
+    loss[at + 1], loss[at + 2] = np.nan, loss[at] + 1
+    _, cols = feed_both([timed_run(steps, iter_time_s=times, loss=loss)])
+    assert cols.report("f").restarts == 2
+
+
 def test_keras_like_cumulative_epochs() -> None:
     per_epoch, epochs = 100, 6
     i = np.tile(np.arange(1, per_epoch + 1), epochs)

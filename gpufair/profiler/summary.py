@@ -574,14 +574,11 @@ def _seconds_per_iter(iter_time_s: np.ndarray, steps_per_s: np.ndarray,
 
 
 def _row_kinds(step: np.ndarray, timed: np.ndarray, loss: np.ndarray) -> np.ndarray:
-    """Each row's kind (``_NEW``, ``_DUPLICATE``...), judged against the previous step.
+    """Each row's kind (``_NEW``, ``_HARD``...), judged against the previous step.
 
-    A step equal to the previous one is a copy. In a group of copies, the first row is
-    kept; copies before the group's first timed row are duplicates, that timed row (if not
-    the first) is kept instead (``_RETIMED``), and later copies are duplicates unless they
-    are timed and state another loss, which ``_advance`` calls a restart (``_HARD``). A
-    step below the previous one is ``_HARD``. The first step is provisionally ``_NEW``;
-    whether it is above ``_last_step`` is the caller's to check.
+    A step above the previous one is ``_NEW``, one below it ``_HARD``; one equal to it is a
+    copy (``_copy_kinds``). The first step is provisionally ``_NEW``: whether it is above
+    ``_last_step`` is the caller's to check.
     """
     kind = np.full(len(step), _NO_STEP, dtype=np.int8)
     at = np.flatnonzero(~np.isnan(step))
@@ -589,25 +586,36 @@ def _row_kinds(step: np.ndarray, timed: np.ndarray, loss: np.ndarray) -> np.ndar
         return kind
     steps = step[at]
     prev = np.concatenate([[-np.inf], steps[:-1]])
+    kinds = np.where(steps > prev, _NEW, _HARD).astype(np.int8)
     copy = steps == prev
+    if copy.any():
+        kinds[copy] = _copy_kinds(copy, timed[at], loss[at])[copy]
+    kind[at] = kinds
+    return kind
+
+
+def _copy_kinds(copy: np.ndarray, timed: np.ndarray, loss: np.ndarray) -> np.ndarray:
+    """``_advance`` on the copies (``copy``) among the rows with a step.
+
+    In a group of copies (a step and its repetitions) the first row is kept; copies before
+    the group's first timed row are duplicates, that timed row (if not the first) is kept
+    instead (``_RETIMED``), and later copies are duplicates unless they are timed and
+    state another loss, which ``_advance`` calls a restart (``_HARD``).
+    """
     group = np.cumsum(~copy) - 1
-    timed = timed[at]
-    # the first timed row of each group (its index among the stepped rows; len if none)
+    # the first timed row of each group (its index among the rows; len if none)
     timed_at = np.flatnonzero(timed)
     timed_group = group[timed_at]
     lead = np.ones(len(timed_at), dtype=bool)
     lead[1:] = timed_group[1:] != timed_group[:-1]
-    first_timed = np.full(group[-1] + 1, len(at))
+    first_timed = np.full(group[-1] + 1, len(copy))
     first_timed[timed_group[lead]] = timed_at[lead]
     first = first_timed[group]
-    index = np.arange(len(at))
-    loss = loss[at]
-    kept_loss = loss[np.minimum(first, len(at) - 1)]
+    index = np.arange(len(copy))
+    kept_loss = loss[np.minimum(first, len(copy) - 1)]
     clash = timed & ~np.isnan(loss) & ~np.isnan(kept_loss) & (loss != kept_loss)
-    kind[at] = np.select(
-        [steps > prev, ~copy, index < first, index == first, clash],
-        [_NEW, _HARD, _DUPLICATE, _RETIMED, _HARD], _DUPLICATE)
-    return kind
+    return np.select([index < first, index == first, clash],
+                     [_DUPLICATE, _RETIMED, _HARD], _DUPLICATE).astype(np.int8)
 
 
 def _unconvertible(samples: Samples) -> np.ndarray:
