@@ -106,6 +106,7 @@ def logs(draw: st.DrawFn) -> tuple[Samples, list[int], int, int | None, list[boo
     p_untimed = draw(st.sampled_from([0.0, 0.05, 0.5]))
     p_clash = draw(st.sampled_from([0.0, 0.1]))
     p_negative = draw(st.sampled_from([0.0, 0.02, 1.0]))  # malformed rates: no estimate
+    p_fraction = draw(st.sampled_from([0.0, 0.05]))  # steps and sizes rows() truncates
     noise = draw(st.sampled_from([0.0, 0.03, 0.15]))
     how = draw(st.sampled_from(["time", "steps", "samples", "mixed"]))
     step = np.full(n, np.nan)
@@ -133,10 +134,12 @@ def logs(draw: st.DrawFn) -> tuple[Samples, list[int], int, int | None, list[boo
             step[i] = s
             last_loss = float(rng.uniform(0.1, 3.0))
             loss[i] = last_loss if rng.random() > 0.1 else np.nan
+        if rng.random() < p_fraction and not np.isnan(step[i]):
+            step[i] += float(rng.choice([-0.5, 0.25, 0.75]))
         if rng.random() < p_change:
             size = int(rng.choice([16, 32, 64, 128]))
         if rng.random() < p_batch:
-            batch[i] = size
+            batch[i] = size if rng.random() >= p_fraction else size + 0.5
         if rng.random() < p_shift:
             base *= float(rng.choice([0.6, 0.7, 1.3, 1.5]))
         t = base * (1 + noise * rng.standard_normal())

@@ -533,8 +533,9 @@ class _Columns:
 
     def __init__(self, samples: Samples) -> None:
         self.samples = samples
-        self.step = samples.step
-        self.batch = np.trunc(samples.batch_size)  # Samples.rows() makes it an int
+        # Samples.rows() makes steps and batch sizes ints (3.7 is step 3)
+        self.step = np.trunc(samples.step)
+        self.batch = np.trunc(samples.batch_size)
         self.spi = _seconds_per_iter(samples.iter_time_s, samples.steps_per_s,
                                      samples.samples_per_s, self.batch)
         self.timed = ~np.isnan(self.spi)
