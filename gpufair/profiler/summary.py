@@ -245,9 +245,11 @@ class Accumulator:
         """Fold a batch in: runs of ordinary rows vectorised, the rest row by row.
 
         Evaluation rows only count, so they are dropped first. A run ends before the next
-        ``_HARD`` row; it may start only where the first step is above ``_last_step``
-        (``_row_kinds`` compares each step with the previous row's, which after a row
-        walked one by one need not be the last kept step), else that row is walked too.
+        ``_HARD`` row, and that row is walked one by one, with any ``_HARD`` rows close
+        behind it (``_Columns.calm``: a stretch too short for a run is walked too). A run
+        may start only where the first step is above ``_last_step`` (``_row_kinds``
+        compares each step with the previous row's, which after a row walked one by one
+        need not be the last kept step); else that row is walked on its own.
         """
         if batch.eval.any():
             self._report.eval_samples += int(np.count_nonzero(batch.eval))
@@ -261,14 +263,15 @@ class Accumulator:
             end = cols.next_hard(pos)
             first = cols.next_stepped(pos)
             if first < end and not self._rises(cols, first):
-                end = first
+                end, stop = first, first + 1
+            else:
+                stop = cols.calm(end)
             if end - pos >= MIN_RUN:
                 self._add_run(cols, pos, end)
-            elif end > pos:
-                self._add_rows(cols.rows(pos, end))
-            if end < n:
-                self._add_rows(cols.rows(end, end + 1))
-            pos = end + 1
+                pos = end
+            if pos < stop:
+                self._add_rows(cols.rows(pos, stop))
+            pos = stop
 
     def _rises(self, cols: _Columns, i: int) -> bool:
         """Whether row ``i`` (with a step) can start a run: a new step above the last."""
@@ -543,10 +546,18 @@ class _Columns:
         self.kind[_unconvertible(samples)] = _HARD
         self._hard = np.flatnonzero(self.kind == _HARD)
         self._stepped = np.flatnonzero(~np.isnan(self.step))
+        # the _HARD rows followed by a run long enough to fold at once (MIN_RUN rows)
+        room = np.diff(self._hard, append=len(self.step)) - 1
+        self._calm = self._hard[room >= MIN_RUN]
 
     def next_hard(self, pos: int) -> int:
         """The first ``_HARD`` row at or after ``pos`` (the number of rows if none)."""
         return _next(self._hard, pos, len(self.step))
+
+    def calm(self, pos: int) -> int:
+        """Where a walk row by row from ``pos`` may stop: after the first ``_HARD`` row at
+        or after ``pos`` that a long run follows (the number of rows if none)."""
+        return _next(self._calm, pos, len(self.step) - 1) + 1
 
     def next_stepped(self, pos: int) -> int:
         """The first row with a step at or after ``pos`` (the number of rows if none)."""
