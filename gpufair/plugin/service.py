@@ -70,8 +70,10 @@ def build_daemon(config: Config, *, dry_run: bool = False, policy: str | None = 
     adapter = build_adapter(svc.slurm, mode=settings.mode)
     path = Path(svc.store.get("path", "/var/lib/gpufair/state.db"))
     store = Store(path)
-    # log offsets beside the store, so a restarted daemon reads only what is new
-    profiler = Profiler(JsonOffsetStore(str(path.with_name(path.name + ".logs.json"))))
+    # log offsets beside the store, so a restarted daemon reads only what is new; reports
+    # may reuse a window estimate up to half a window old (no re-sort per job per round)
+    profiler = Profiler(JsonOffsetStore(str(path.with_name(path.name + ".logs.json"))),
+                        exact_reports=False)
     return Daemon(adapter, create_policy(name, pconfig), store, settings, Metrics(),
                   profiler=profiler), svc
 

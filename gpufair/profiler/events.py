@@ -81,7 +81,7 @@ class LineStats:
 # the numeric fields of a Sample, in declaration order; NaN marks "not stated"
 NUMERIC = ("step", "total_steps", "epoch", "total_epochs", "iter_time_s", "steps_per_s",
            "samples_per_s", "batch_size", "loss", "period_n")
-_INTEGERS = frozenset({"step", "total_steps", "total_epochs", "batch_size", "period_n"})
+INTEGERS = frozenset({"step", "total_steps", "total_epochs", "batch_size", "period_n"})
 
 
 @dataclass(slots=True)
@@ -160,16 +160,17 @@ class Samples:
     def rows(self) -> list[Sample]:
         """Back to one object per row: for tests, and for the small batches (a round's few new
         lines per log) that the summary folds in faster row by row than with numpy."""
-        columns = [_column_values(getattr(self, name), name in _INTEGERS) for name in NUMERIC]
+        columns = [_none_for_nan(getattr(self, name).tolist(), name in INTEGERS)
+                   for name in NUMERIC]
         phases = [EVAL if e else TRAIN for e in self.eval.tolist()]
         # Sample's positional order: the numbers up to loss, phase, cumulative, period_n
         return list(map(Sample, *columns[:-1], phases, self.cumulative.tolist(), columns[-1]))
 
 
-def _column_values(column: np.ndarray, integer: bool) -> list:
+def _none_for_nan(values: list[float], integer: bool) -> list:
     if integer:
-        return [None if v != v else int(v) for v in column.tolist()]
-    return [None if v != v else v for v in column.tolist()]
+        return [None if v != v else int(v) for v in values]
+    return [None if v != v else v for v in values]
 
 
 def _nan(value: float | None) -> float:

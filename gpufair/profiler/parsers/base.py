@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from gpufair.profiler.events import LineStats, Samples
+from gpufair.profiler.events import INTEGERS, LineStats, Samples
 from gpufair.profiler.extract import Extractor, Fields
 
 
@@ -85,6 +85,9 @@ class Parser:
         else:
             with np.errstate(all="ignore"):
                 samples, keep = cls.convert(f)
+        for name in INTEGERS:  # a step of 10^400 is no step: garbage digits
+            column = getattr(samples, name)
+            f.bad |= ~np.isnan(column) & ~(np.abs(column) < 2.0**53)
         logs = len(chunks)
         bad = np.bincount(f.segment[f.bad], minlength=logs).tolist()
         matched = np.bincount(f.segment, minlength=logs).tolist()
