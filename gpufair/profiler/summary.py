@@ -21,6 +21,7 @@ per-row reference ``_add_rows``. Both give the same state to the last bit.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -664,16 +665,19 @@ def _unconvertible(samples: Samples) -> np.ndarray:
 
 def _period_key(epoch: float | None, period_n: int | None) -> tuple[float, int]:
     """The period a cumulative average belongs to and the iterations it covers: when it
-    counts iterations (Keras' i of i/n), the whole epoch it is in, else the epoch stated."""
+    counts iterations (Keras' i of i/n, epoch e + i/n), the epoch those iterations are in —
+    e, also for the epoch's last line, where e + n/n is already e + 1 — else the epoch
+    stated."""
     key = epoch if epoch is not None else 0.0
-    return (float(int(key)) if period_n else key), int(period_n or 0)
+    return (max(math.ceil(key) - 1.0, 0.0) if period_n else key), int(period_n or 0)
 
 
 def _period_keys(epoch: np.ndarray, period_n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``_period_key`` on columns (``period_n`` stated)."""
     counts = np.trunc(period_n)
     epoch = _or_zero(epoch)
-    return np.where(counts != 0, np.trunc(epoch) + 0.0, epoch), counts  # + 0.0: no -0.0
+    within = np.maximum(np.ceil(epoch) - 1.0, 0.0) + 0.0  # + 0.0: no -0.0
+    return np.where(counts != 0, within, epoch), counts
 
 
 def _ffill(values: np.ndarray, init: float) -> np.ndarray:
