@@ -148,7 +148,6 @@ class Accumulator:
         rep = self._report
         regimes = self.regimes
         fresh = self._fresh
-        recent = self._recent
         for s in rows:
             if s.phase == EVAL:
                 rep.eval_samples += 1
@@ -161,27 +160,13 @@ class Accumulator:
                 rep.epochs_total = s.total_epochs
             if s.total_steps is not None:
                 rep.iterations_total = s.total_steps
-            # the rule of Sample.seconds_per_iter, inlined: this loop runs once per log line
-            spi = s.iter_time_s
-            if spi is None or not spi > 0:
-                spi = s.steps_per_s
-                if spi is not None and spi > 0:
-                    spi = 1.0 / spi
-                elif s.samples_per_s and s.batch_size:
-                    spi = s.batch_size / s.samples_per_s
-                else:
-                    spi = None
+            spi = s.seconds_per_iter()
             step = s.step
             if step is not None:
                 last = self._last_step
                 if last is None or step > last:
-                    # a new step: no duplicate and no restart possible (_step_on, inlined)
-                    recent[step] = (self._index, s.loss, spi is not None)
-                    if len(recent) > RECENT:
-                        del recent[next(iter(recent))]
-                    self._index += 1
-                    self._last_step = step
-                    self._segment_samples += 1
+                    # a new step: no duplicate and no restart possible
+                    self._step_on(step, s.loss, spi is not None)
                 elif not self._advance(s, step, spi is not None):
                     continue
                 rep.iterations_done = step
