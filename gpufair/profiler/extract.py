@@ -31,6 +31,7 @@ from gpufair.profiler.scan import TOKEN, scan
 
 MAX_TEMPLATES = 1 << 16  # per family; a log of ever-new line shapes clears the cache
 _PER_LINE: Final = "per-line"
+_UNSEEN: Final = object()  # a skeleton with no cache entry yet (None means "no match")
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,8 +238,8 @@ class Extractor:
         templated: list[tuple[_Template, np.ndarray]] = []
         one_by_one: list[int] = []
         for t, (key, rep) in enumerate(zip(keys.tolist(), first.tolist(), strict=True)):
-            template = cache.get(key, _PER_LINE + "?")
-            if template == _PER_LINE + "?":
+            template = cache.get(key, _UNSEEN)
+            if template is _UNSEEN:
                 if len(cache) >= MAX_TEMPLATES:
                     cache.clear()
                 line = data[starts[rep]:ends[rep]].decode("utf-8")

@@ -78,21 +78,21 @@ class Profiler:
     def _round(self, logs: Iterable[JobLog]) -> dict[str, JobReport]:
         changed: dict[str, JobReport] = {}
         dirty: dict[str, dict[str, Any]] = {}
-        grown: list[tuple[JobLog, _Tracked, Samples | list[Sample] | bytes]] = []
+        grown: list[tuple[JobLog, _Tracked]] = []
+        news: list[Samples | list[Sample] | bytes] = []
         for log in logs:
             tracked = self._tracked(log)
             new, grew = self._read(log, tracked)
             if grew:
-                grown.append((log, tracked, new))
+                grown.append((log, tracked))
+                news.append(new)
         # the new lines of all text logs, parsed in one batch per family
-        text = [(i, tracked.stream, new) for i, (_, tracked, new) in enumerate(grown)
-                if isinstance(new, bytes)]
-        parsed = feed_many([(stream, new) for _, stream, new in text])  # type: ignore[misc]
-        samples_of: dict[int, Samples | list[Sample]] = {
-            i: new for i, (_, _, new) in enumerate(grown) if not isinstance(new, bytes)}
-        samples_of.update(zip([i for i, _, _ in text], parsed, strict=True))
-        for i, (log, tracked, _) in enumerate(grown):
-            tracked.accumulator.add(samples_of[i])
+        text = [i for i, new in enumerate(news) if isinstance(new, bytes)]
+        parsed = feed_many([(grown[i][1].stream, news[i]) for i in text])  # type: ignore[misc]
+        for i, samples in zip(text, parsed, strict=True):
+            news[i] = samples
+        for (log, tracked), samples in zip(grown, news, strict=True):
+            tracked.accumulator.add(samples)  # type: ignore[arg-type]
             stream = tracked.stream
             report = tracked.accumulator.report(
                 None if stream is None else stream.family,
