@@ -23,7 +23,7 @@ from gpufair.adapters.simulator.semantics import ARTIFACT
 from gpufair.adapters.simulator.throughputs import load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
 from gpufair.policy.base import PolicyConfig
-from gpufair.policy.shockwave import ShockwavePolicy
+from gpufair.policy.shockwave.policy import ShockwavePolicy
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gpufair.adapters.simulator.generate import format_trace, generate_trace
 from gpufair.adapters.simulator.trace import load_trace
-from gpufair.plugin.simulate import SimulationSpec, simulate
+from gpufair.core.simulation import SimulationSpec, simulate
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 POLICIES = ["fifo", "srtf", "las", "max_min", "max_sum_throughput", "min_total_duration"]
@@ -35,7 +35,7 @@ def table(rows: list[list[str]]) -> str:
 def run_isolated(trace: Path, throughputs: Path, gpus: int, policy: str,
                  semantics: str) -> tuple[dict, float]:
     """One simulation in its own process, so its peak RSS is its own (os.wait4)."""
-    cmd = [sys.executable, "-m", "gpufair.plugin.cli", "simulate", "--json", "--no-progress",
+    cmd = [sys.executable, "-m", "gpufair.cli.main", "simulate", "--json", "--no-progress",
            "--trace", str(trace), "--throughputs", str(throughputs), "--cluster",
            f"v100:{gpus}", "--policy", policy, "--semantics", semantics]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)

@@ -24,9 +24,9 @@ import statistics
 import time
 
 from gpufair.model import ClusterState, Job, Node, Progress, ThroughputProfile
-from gpufair.policy.themis_agent import Agent, AppView, Offer
-from gpufair.policy.themis_auction import AuctionOptions, AuctionResult, partial_allocation
-from gpufair.policy.themis_topology import SlowdownModel, Topology
+from gpufair.policy.themis.agent import Agent, AppView, Offer
+from gpufair.policy.themis.auction import AuctionOptions, AuctionResult, partial_allocation
+from gpufair.policy.themis.topology import SlowdownModel, Topology
 
 SENSITIVE = {"machine": 1.0, "rack": 1.29, "cluster": 1.4}
 INSENSITIVE = {"machine": 1.0, "rack": 1.0, "cluster": 1.0}

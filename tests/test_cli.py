@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from gpufair.plugin.cli import main
+from gpufair.cli.main import main
 
 REQUIRED_KEYS = {"policy", "makespan_s", "avg_jct_s", "worst_rho", "unfair_fraction", "jain",
                  "utilization", "num_jobs", "wall_s"}
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpufair.plugin.cli", *args],
+    return subprocess.run([sys.executable, "-m", "gpufair.cli.main", *args],
                           capture_output=True, text=True, timeout=300, check=False)
 
 

@@ -11,8 +11,8 @@ import pytest
 from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
 from gpufair.adapters.simulator.engine import TraceSimulator
 from gpufair.adapters.simulator.semantics import ARTIFACT
-from gpufair.plugin.arbiter import Arbiter
-from gpufair.plugin.simulate import run_to_end
+from gpufair.core.round import Arbiter
+from gpufair.core.simulation import run_to_end
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 

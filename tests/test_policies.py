@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpufair.core.actions import plan_actions
 from gpufair.errors import InputError
 from gpufair.model import (
     Assignment,
@@ -18,7 +19,6 @@ from gpufair.model import (
     Start,
     ThroughputProfile,
 )
-from gpufair.plugin.actions import plan_actions
 from gpufair.policy.base import Policy, PolicyConfig
 from gpufair.policy.max_min import MaxMinPolicy
 from gpufair.policy.max_sum_throughput import MaxSumThroughputPolicy

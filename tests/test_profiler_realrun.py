@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufair.plugin.cli import main
+from gpufair.cli.main import main
 from gpufair.profiler import JobLog, Profiler
 from gpufair.profiler.robust import robust_mean
 from tests.profiler_helpers import LOGS

@@ -11,8 +11,8 @@ from gpufair.adapters.simulator.engine import TraceSimulator
 from gpufair.adapters.simulator.semantics import CLEAN
 from gpufair.adapters.simulator.throughputs import load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
-from gpufair.plugin.arbiter import Arbiter
-from gpufair.plugin.profiles import with_default_profiles
+from gpufair.core.enrich import with_default_profiles
+from gpufair.core.round import Arbiter
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 from gpufair.profiler import Profiler

@@ -12,8 +12,8 @@ import pytest
 from gpufair.errors import InputError
 from gpufair.model import Adaptation, ClusterState, Job, JobState, Node, Progress, ThroughputProfile
 from gpufair.policy.base import PolicyConfig
-from gpufair.policy.shockwave import Market, ShockwavePolicy, ShockwaveSettings, _layout
-from gpufair.policy.shockwave_regimes import (
+from gpufair.policy.shockwave.policy import Market, ShockwavePolicy, ShockwaveSettings, _layout
+from gpufair.policy.shockwave.regimes import (
     Trajectory,
     configs_from_now,
     predict,
@@ -181,8 +181,8 @@ def test_canonical_trace_against_artifact_row(canonical_trace, tacc):
     from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
     from gpufair.adapters.simulator.engine import TraceSimulator
     from gpufair.adapters.simulator.semantics import ARTIFACT
-    from gpufair.plugin.arbiter import Arbiter
-    from gpufair.plugin.simulate import run_to_end
+    from gpufair.core.round import Arbiter
+    from gpufair.core.simulation import run_to_end
 
     sim = TraceSimulator(canonical_trace, tacc, parse_cluster_spec("v100:32"), ARTIFACT, 120.0)
     policy = ShockwavePolicy(PolicyConfig(round_s=120.0, seed=0))

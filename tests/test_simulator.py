@@ -11,9 +11,9 @@ from gpufair.adapters.simulator.generate import format_trace, generate_trace
 from gpufair.adapters.simulator.semantics import ARTIFACT, CLEAN
 from gpufair.adapters.simulator.throughputs import throughputs_from_dict
 from gpufair.adapters.simulator.trace import parse_trace
+from gpufair.core.round import Arbiter
+from gpufair.core.simulation import run_to_end
 from gpufair.model import JobState, Preempt, Resize, Start
-from gpufair.plugin.arbiter import Arbiter
-from gpufair.plugin.simulate import run_to_end
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 

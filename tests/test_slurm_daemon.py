@@ -166,8 +166,8 @@ def test_round_without_actions_is_closed_at_once(tmp_path):
 
 
 def test_profiles_fill_unmeasured_types_without_assuming_a_speedup():
+    from gpufair.core.enrich import STAY_MARGIN, with_default_profiles
     from gpufair.model import ThroughputProfile
-    from gpufair.plugin.profiles import STAY_MARGIN, with_default_profiles
     nodes = (Node("v1", "v100", 4), Node("k1", "k80", 4))
     measured = Job("m", gpus=4, throughput=ThroughputProfile({("v100", 4): 3.0}))
     running = Job("r", gpus=4, state=JobState.RUNNING, gpus_held=("k1:0", "k1:1", "k1:2",

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gpufair.cli.main import main
+from gpufair.core.config import config_from_dict
 from gpufair.errors import InputError
-from gpufair.plugin.cli import main
-from gpufair.plugin.config import config_from_dict
 from gpufair.plugin.hooks import run, to_json
 
 REPO = Path(__file__).resolve().parents[1]
@@ -121,7 +121,7 @@ def test_service_sections_are_validated(section, message):
 
 
 def test_example_config_is_valid():
-    from gpufair.plugin.config import load_config
+    from gpufair.core.config import load_config
     from gpufair.plugin.service_config import service_config
     svc = service_config(load_config(REPO / "etc" / "gpufair.toml").sections)
     assert svc.daemon.get("mode", "hard") in ("hard", "soft")

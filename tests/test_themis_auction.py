@@ -9,7 +9,7 @@ import random
 import pytest
 
 from gpufair.policy.solver import available_backends
-from gpufair.policy.themis_auction import (
+from gpufair.policy.themis.auction import (
     AuctionOptions,
     Bid,
     BidRow,
@@ -17,7 +17,7 @@ from gpufair.policy.themis_auction import (
     rho_cap,
     round_share,
 )
-from gpufair.policy.themis_incentives import CAPACITY, make_bid, random_app
+from gpufair.policy.themis.incentives import CAPACITY, make_bid, random_app
 
 BACKENDS = ["highs"] + (["gurobi"] if "gurobi" in available_backends() else [])
 MODES = [("brute", None)] + [("milp", b) for b in BACKENDS]

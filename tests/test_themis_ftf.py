@@ -7,7 +7,7 @@ import math
 import pytest
 
 from gpufair.model import ClusterState, Node
-from gpufair.policy.themis_ftf import (
+from gpufair.policy.themis.ftf import (
     NAvgTracker,
     Phase,
     gang_makespan,
@@ -17,7 +17,7 @@ from gpufair.policy.themis_ftf import (
     t_independent,
     t_shared,
 )
-from gpufair.policy.themis_topology import (
+from gpufair.policy.themis.topology import (
     SlowdownModel,
     Topology,
     slowdowns_from_unconsolidated,

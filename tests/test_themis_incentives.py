@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from gpufair.policy import themis_incentives as sp
-from gpufair.policy.themis_auction import partial_allocation
+from gpufair.policy.themis import incentives as sp
+from gpufair.policy.themis.auction import partial_allocation
 
 
 def test_measured_rate_stays_at_or_below_what_was_measured() -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from gpufair.core.actions import plan_actions
+from gpufair.core.simulation import SimulationSpec, simulate
 from gpufair.errors import InputError
 from gpufair.model import ClusterState, Job, JobState, Node, Progress, ThroughputProfile
-from gpufair.plugin.actions import plan_actions
-from gpufair.plugin.simulate import SimulationSpec, simulate
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import available_policies, create_policy
-from gpufair.policy.themis import ThemisPolicy
+from gpufair.policy.themis.policy import ThemisPolicy
 
 NODES = tuple(Node(f"n{i}", "v100", 2, rack="r0") for i in range(2))
 

@@ -23,6 +23,8 @@ from typing import Any
 
 from gpufair.adapters.slurm.adapter import SlurmUnavailable
 from gpufair.adapters.slurm.commands import slurm_priorities
+from gpufair.core.actions import plan_actions
+from gpufair.core.enrich import measure, with_default_profiles
 from gpufair.model import (
     Action,
     ClusterState,
@@ -33,9 +35,7 @@ from gpufair.model import (
     SetPriority,
     node_of,
 )
-from gpufair.plugin.actions import plan_actions
-from gpufair.plugin.metrics_server import Metrics
-from gpufair.plugin.profiles import measure, with_default_profiles
+from gpufair.plugin.metrics import Metrics
 from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, Store
 from gpufair.policy.base import Policy
 from gpufair.profiler.profiler import Profiler

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from gpufair.adapters.slurm import CliTransport, RestTransport, SlurmAdapter, SlurmSettings
+from gpufair.core.config import Config
 from gpufair.errors import InputError
 from gpufair.model import PreemptMode
-from gpufair.plugin.config import Config
 from gpufair.plugin.daemon import Daemon, DaemonSettings
 from gpufair.plugin.logs import setup_logging
-from gpufair.plugin.metrics_server import Metrics, serve_metrics
+from gpufair.plugin.metrics import Metrics, serve_metrics
 from gpufair.plugin.service_config import ServiceConfig, service_config
 from gpufair.plugin.store import Store
 from gpufair.policy.base import PolicyConfig

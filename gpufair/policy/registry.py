@@ -16,8 +16,8 @@ BUILTIN = {
     "max_min": "gpufair.policy.max_min:MaxMinPolicy",
     "max_sum_throughput": "gpufair.policy.max_sum_throughput:MaxSumThroughputPolicy",
     "min_total_duration": "gpufair.policy.min_total_duration:MinTotalDurationPolicy",
-    "themis": "gpufair.policy.themis:ThemisPolicy",
-    "shockwave": "gpufair.policy.shockwave:ShockwavePolicy",
+    "themis": "gpufair.policy.themis.policy:ThemisPolicy",
+    "shockwave": "gpufair.policy.shockwave.policy:ShockwavePolicy",
 }
 ALIASES = {"gavel": "max_min", "max_min_fairness": "max_min", "mst": "max_sum_throughput",
            "max_sum_throughput_perf": "max_sum_throughput", "ossp": "min_total_duration",

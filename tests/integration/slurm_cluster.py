@@ -84,6 +84,6 @@ def write_config(path: Path, cluster: Cluster, store: Path, **daemon: Any) -> Pa
 
 
 def start_daemon(cluster: Cluster, config: Path, log: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "gpufair.plugin.cli", "serve", "--config",
+    return subprocess.Popen([sys.executable, "-m", "gpufair.cli.main", "serve", "--config",
                              str(config), *extra], env=cluster.env,
                             stdout=subprocess.DEVNULL, stderr=log.open("ab"))

@@ -223,7 +223,7 @@ def test_dry_run_of_a_live_snapshot_is_reproducible_and_changes_nothing(cluster:
                                                                         tmp_path):
     waiting, running = _prime_fifo_reclaim(cluster, tmp_path)
     config = write_config(tmp_path / "g.toml", cluster, tmp_path / "state.db")
-    cli = [sys.executable, "-m", "gpufair.plugin.cli"]
+    cli = [sys.executable, "-m", "gpufair.cli.main"]
 
     def slurm_state() -> dict:
         return {k: (j["job_state"], j["state_reason"], j["priority"], j["nodes"],

@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpufair.model import Job
-from gpufair.policy.themis_auction import Bid, BidRow
-from gpufair.policy.themis_ftf import gang_makespan, rho, t_independent
-from gpufair.policy.themis_topology import SlowdownModel, Topology
+from gpufair.policy.themis.auction import Bid, BidRow
+from gpufair.policy.themis.ftf import gang_makespan, rho, t_independent
+from gpufair.policy.themis.topology import SlowdownModel, Topology
 
 Pool = tuple  # ("type", t) | ("rack", t, rack) | ("machine", name)
 

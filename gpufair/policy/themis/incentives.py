@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufair.policy.themis_auction import Bid, BidRow, partial_allocation
+from gpufair.policy.themis.auction import Bid, BidRow, partial_allocation
 
 _ROOT = ("type", "gpu")
 _MACHINES = (("machine", "m0"), ("machine", "m1"))

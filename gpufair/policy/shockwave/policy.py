@@ -30,7 +30,7 @@ from gpufair.errors import InputError
 from gpufair.model import ClusterState, Job, Plan
 from gpufair.policy.base import PolicyConfig, PolicyStats
 from gpufair.policy.placement import capacity_by_type, greedy_walk, held_types, place
-from gpufair.policy.shockwave_regimes import Trajectory, configs_from_now, predict
+from gpufair.policy.shockwave.regimes import Trajectory, configs_from_now, predict
 from gpufair.policy.solver import LinearProgram, SolveOptions, solve
 
 EPS = 1e-6

@@ -15,9 +15,9 @@ from gpufair.adapters.simulator.engine import DroppedJob, TraceSimulator
 from gpufair.adapters.simulator.semantics import semantics_named
 from gpufair.adapters.simulator.throughputs import load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
+from gpufair.core.config import load_config
+from gpufair.core.round import Arbiter
 from gpufair.metrics import Metrics
-from gpufair.plugin.arbiter import Arbiter
-from gpufair.plugin.config import load_config
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import ALIASES, create_policy
 

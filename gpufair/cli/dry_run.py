@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufair.adapters.slurm.translate import translate
+from gpufair.core.actions import plan_actions
+from gpufair.core.enrich import with_default_profiles
 from gpufair.errors import InputError
 from gpufair.model import (
     ClusterState,
@@ -27,8 +29,6 @@ from gpufair.model import (
     Start,
 )
 from gpufair.model.snapshot import load_snapshot
-from gpufair.plugin.actions import plan_actions
-from gpufair.plugin.profiles import with_default_profiles
 from gpufair.policy.base import Policy
 
 

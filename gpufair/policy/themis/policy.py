@@ -45,8 +45,8 @@ from typing import Any
 from gpufair.errors import InputError
 from gpufair.model import Assignment, ClusterState, Job, Plan
 from gpufair.policy.base import PolicyConfig, PolicyStats
-from gpufair.policy.themis_agent import Agent, AppView, Offer, Pool, launch_order
-from gpufair.policy.themis_auction import (
+from gpufair.policy.themis.agent import Agent, AppView, Offer, Pool, launch_order
+from gpufair.policy.themis.auction import (
     ROUNDING_MODES,
     AuctionOptions,
     AuctionResult,
@@ -54,8 +54,8 @@ from gpufair.policy.themis_auction import (
     partial_allocation,
     round_share,
 )
-from gpufair.policy.themis_ftf import TID_MODES, NAvgTracker
-from gpufair.policy.themis_topology import SlowdownModel, Topology
+from gpufair.policy.themis.ftf import TID_MODES, NAvgTracker
+from gpufair.policy.themis.topology import SlowdownModel, Topology
 
 _EPS = 1e-6
 

@@ -10,11 +10,11 @@ import math
 import sys
 from collections.abc import Sequence
 
+from gpufair.cli import profile as profile_cli
+from gpufair.cli import slurm as cli_slurm
+from gpufair.core.simulation import SimulationReport, SimulationSpec, simulate
 from gpufair.errors import InputError
-from gpufair.plugin import cli_slurm
-from gpufair.plugin.simulate import SimulationReport, SimulationSpec, simulate
 from gpufair.policy.registry import available_policies
-from gpufair.profiler import cli as profile_cli
 
 EXIT_INPUT = 2
 

@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass, field
 
 from gpufair.adapters.base import Adapter
+from gpufair.core.actions import plan_actions
 from gpufair.model import Action, ActionResult, ClusterState, Plan, PreemptMode
-from gpufair.plugin.actions import plan_actions
 from gpufair.policy.base import Policy
 
 

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         from gpufair.plugin.hooks import run as run_hook
         return run_hook(args.kind)
     if args.command == "serve":
-        from gpufair.plugin.config import load_config
+        from gpufair.core.config import load_config
         from gpufair.plugin.service import serve
         return serve(load_config(args.config), dry_run=args.dry_run, policy=args.policy,
                      max_rounds=args.rounds, verbose=args.verbose)
@@ -57,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _snapshot(args: argparse.Namespace) -> int:
     from gpufair.adapters.slurm import SlurmUnavailable
+    from gpufair.core.config import load_config
+    from gpufair.core.enrich import measure
     from gpufair.model.snapshot import state_to_dict
-    from gpufair.plugin.config import load_config
-    from gpufair.plugin.profiles import measure
     from gpufair.plugin.service import build_adapter
     from gpufair.plugin.service_config import service_config
     from gpufair.profiler.profiler import Profiler
@@ -79,8 +79,8 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 
 def _dry_run(args: argparse.Namespace) -> int:
-    from gpufair.plugin.config import load_config
-    from gpufair.plugin.dryrun import decide, load_state, render_json, render_table
+    from gpufair.cli.dry_run import decide, load_state, render_json, render_table
+    from gpufair.core.config import load_config
     from gpufair.policy.base import PolicyConfig
     from gpufair.policy.registry import create_policy
     if args.snapshot is None and args.squeue is None:

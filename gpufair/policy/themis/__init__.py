@@ -1,0 +1,1 @@
+"""THEMIS (NSDI'20): finish-time fair auctions; the policy is in ``policy``."""
