@@ -1,0 +1,467 @@
+"""The contract every policy keeps, checked for every installed policy (future ones included).
+
+Each policy from :func:`available_policies` is run on small hand-built snapshots (no nodes,
+no jobs, mixed GPU types with partial throughput tables, multi-node gangs next to running and
+suspended jobs, a job larger than the cluster, weighted tenants) and its plan is checked
+independently of gpufair's own placement code: GPU ids exist on usable nodes and are used
+once, a gang gets exactly its size on one GPU type it has a positive rate for at that size,
+only active jobs run, and the plan fits the cluster. Plans must be deterministic for a seed,
+and options must be validated (unknown keys and wrong types raise an InputError naming the
+key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+import pytest
+
+from gpufair.errors import InputError
+from gpufair.model import (
+    Adaptation,
+    Assignment,
+    ClusterState,
+    GpuType,
+    Job,
+    JobState,
+    Node,
+    NodeState,
+    Plan,
+    Progress,
+    Tenant,
+    ThroughputProfile,
+)
+from gpufair.policy.base import Policy, PolicyConfig
+from gpufair.policy.registry import available_policies, create_policy
+
+POLICIES = available_policies()
+ROUND_S = 120.0
+SAMPLES_PER_EPOCH = 6400
+ACTIVE = frozenset({JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED})
+
+
+# -- builders ---------------------------------------------------------------------------------
+def make_job(jid: str, gpus: int = 1, rates: Mapping[str, float] | None = None, *,
+             other_sizes: Mapping[tuple[str, int], float] | None = None,
+             tenant: str = "default", weight: float = 1.0, app: str | None = None,
+             model: str = "resnet18", arrival: float = 0.0, attained: float = 0.0,
+             held: tuple[str, ...] = (), state: JobState | None = None,
+             epochs_total: int = 10, epochs_done: int = 0, batch: int = 64,
+             max_batch: int | None = None, adaptation: Adaptation = Adaptation.STATIC,
+             min_gpus: int | None = None, max_gpus: int | None = None) -> Job:
+    """A job with everything every policy reads: progress in iterations and epochs, whole-job
+    rates for its gang size per GPU type, batch sizes and their rates (Shockwave's regimes).
+
+    ``rates`` maps GPU type → iterations/s at ``gpus`` GPUs; ``other_sizes`` adds rates keyed
+    (type, count) for other gang sizes.
+    """
+    per_epoch = SAMPLES_PER_EPOCH // batch
+    table = {(t, gpus): r for t, r in (rates or {}).items()}
+    table.update(other_sizes or {})
+    best = max(table.values(), default=1.0) or 1.0
+    ladder = [batch]
+    while max_batch is not None and ladder[-1] * 2 <= max_batch:
+        ladder.append(ladder[-1] * 2)
+    batch_rates = tuple((b, best * batch / b * 1.5 if b != batch else best) for b in ladder)
+    if state is None:
+        state = JobState.RUNNING if held else JobState.PENDING
+    return Job(id=jid, tenant=tenant, app=app, gpus=gpus, min_gpus=min_gpus, max_gpus=max_gpus,
+               state=state, arrival_s=arrival,
+               start_s=arrival if held or attained else None,
+               finish_s=arrival + attained if state in (JobState.COMPLETED, JobState.FAILED,
+                                                         JobState.CANCELLED) else None,
+               progress=Progress(float(epochs_done * per_epoch), float(epochs_total * per_epoch),
+                                 epochs_done, epochs_total),
+               throughput=ThroughputProfile(table), model=model, batch_size=batch,
+               initial_batch_size=batch, adaptation=adaptation,
+               samples_per_epoch=SAMPLES_PER_EPOCH, max_batch_size=max_batch,
+               batch_rates=batch_rates, weight=weight, attained_s=attained,
+               gpus_held=tuple(held))
+
+
+def mixed_nodes() -> tuple[Node, ...]:
+    """Two 4-GPU V100 servers in rack r0, two 4-GPU K80 servers in rack r1: 16 GPUs."""
+    return (Node("v100-0", "v100", 4, rack="r0"), Node("v100-1", "v100", 4, rack="r0"),
+            Node("k80-0", "k80", 4, rack="r1"), Node("k80-1", "k80", 4, rack="r1"))
+
+
+GPU_TYPES = (GpuType("v100", 32.0), GpuType("k80", 12.0))
+
+
+def snap_empty_cluster() -> ClusterState:
+    jobs = (make_job("a", 1, {"v100": 4.0}), make_job("b", 2, {"k80": 1.5}, arrival=10.0),
+            make_job("c", 4, {"v100": 12.0, "k80": 5.0}, arrival=20.0))
+    return ClusterState(time_s=0.0, nodes=(), jobs=jobs)
+
+
+def snap_empty_queue() -> ClusterState:
+    return ClusterState(time_s=0.0, nodes=mixed_nodes(), jobs=(), gpu_types=GPU_TYPES)
+
+
+def snap_mixed_types() -> ClusterState:
+    """Jobs that can use only some GPU types, plus a drained and a down server (unusable)."""
+    nodes = (*mixed_nodes(), Node("v100-d", "v100", 4, rack="r0", state=NodeState.DRAIN),
+             Node("k80-x", "k80", 2, rack="r1", state=NodeState.DOWN))
+    jobs = (
+        make_job("v1", 1, {"v100": 4.0}, arrival=0.0),
+        make_job("v2", 2, {"v100": 7.0}, arrival=5.0),
+        make_job("k1", 1, {"k80": 1.5}, arrival=10.0),
+        make_job("both4", 4, {"v100": 12.0, "k80": 5.0}, arrival=15.0),
+        make_job("zero_k80", 2, {"v100": 6.0, "k80": 0.0}, arrival=20.0),
+        make_job("p100_only", 1, {"p100": 3.0}, arrival=25.0),  # a type the cluster lacks
+        # rates known for one GPU only, but it asks for two: nothing is known at its size
+        make_job("wrong_size", 2, other_sizes={("v100", 1): 4.0, ("k80", 1): 1.0}, arrival=30.0),
+        # running on a server that has been drained since: it must move or stop
+        make_job("stranded", 1, {"v100": 4.0, "k80": 1.2}, held=("v100-d:0",), attained=240.0,
+                 arrival=35.0),
+        make_job("k2_run", 2, {"k80": 2.5}, held=("k80-0:0", "k80-0:1"), attained=120.0,
+                 arrival=40.0),
+        make_job("accordion", 1, {"v100": 5.0, "k80": 2.0}, batch=32, max_batch=128,
+                 adaptation=Adaptation.ACCORDION, arrival=45.0, epochs_done=3),
+        make_job("gns", 2, {"v100": 8.0}, batch=32, max_batch=128, adaptation=Adaptation.GNS,
+                 arrival=50.0, epochs_done=1),
+    )
+    return ClusterState(time_s=600.0, nodes=nodes, jobs=jobs, gpu_types=GPU_TYPES)
+
+
+def snap_gangs() -> ClusterState:
+    """2-, 4- and 8-GPU gangs (8 > any server: span servers or wait), some running."""
+    jobs = (
+        make_job("g8_v100", 8, {"v100": 20.0}, arrival=0.0),
+        make_job("g8_any", 8, {"v100": 18.0, "k80": 7.0}, arrival=50.0, attained=240.0,
+                 epochs_done=2),
+        make_job("g4_run", 4, {"v100": 11.0, "k80": 4.0},
+                 held=("v100-0:0", "v100-0:1", "v100-0:2", "v100-0:3"), attained=600.0,
+                 arrival=100.0, epochs_done=4),
+        make_job("g4_k80", 4, {"k80": 4.5}, arrival=200.0, attained=300.0, epochs_done=1),
+        make_job("g2_run_k80", 2, {"k80": 2.5}, held=("k80-1:0", "k80-1:1"), attained=400.0,
+                 arrival=150.0, epochs_done=5),
+        make_job("g2_run_v100", 2, {"v100": 7.0, "k80": 3.0}, held=("v100-1:0", "v100-1:1"),
+                 attained=120.0, arrival=300.0),
+        make_job("g2_susp", 2, {"v100": 7.0, "k80": 3.0}, state=JobState.SUSPENDED,
+                 attained=900.0, arrival=20.0, epochs_done=7),
+        make_job("g1", 1, {"v100": 4.0, "k80": 1.5}, arrival=400.0),
+        make_job("done", 2, {"v100": 7.0}, state=JobState.COMPLETED, attained=500.0,
+                 arrival=0.0, epochs_done=10),
+        make_job("failed", 1, {"v100": 4.0}, state=JobState.FAILED, attained=60.0),
+        make_job("cancelled", 1, {"k80": 1.5}, state=JobState.CANCELLED),
+    )
+    return ClusterState(time_s=1000.0, nodes=mixed_nodes(), jobs=jobs, gpu_types=GPU_TYPES)
+
+
+def snap_too_big() -> ClusterState:
+    """32 GPUs asked on a 16-GPU cluster; 16 asked but only 8 of its one usable type."""
+    jobs = (make_job("huge32", 32, {"v100": 50.0, "k80": 20.0}, arrival=0.0),
+            make_job("huge16_v100", 16, {"v100": 30.0}, arrival=1.0),
+            make_job("small", 1, {"v100": 4.0, "k80": 1.5}, arrival=2.0))
+    return ClusterState(time_s=0.0, nodes=mixed_nodes(), jobs=jobs, gpu_types=GPU_TYPES)
+
+
+def snap_tenants() -> ClusterState:
+    """Weighted tenants; tenant a runs a three-job sweep (one app); one elastic job."""
+    tenants = (Tenant("a", 3.0), Tenant("b", 1.0), Tenant("c", 0.5))
+    jobs = (
+        make_job("a1", 1, {"v100": 4.0, "k80": 1.5}, tenant="a", weight=3.0, app="a-sweep",
+                 arrival=0.0, attained=360.0, held=("v100-0:0",), epochs_done=3),
+        make_job("a2", 1, {"v100": 4.0, "k80": 1.5}, tenant="a", weight=3.0, app="a-sweep",
+                 arrival=0.0),
+        make_job("a3", 2, {"v100": 7.0, "k80": 2.8}, tenant="a", weight=3.0, app="a-sweep",
+                 arrival=0.0, model="vgg16"),
+        make_job("b1", 2, {"v100": 6.0}, tenant="b", arrival=30.0, attained=120.0,
+                 held=("v100-1:0", "v100-1:1"), model="transformer"),
+        make_job("b2", 4, {"v100": 10.0, "k80": 4.0}, tenant="b", arrival=60.0),
+        make_job("c1", 1, {"k80": 1.5}, tenant="c", weight=0.5, arrival=90.0),
+        make_job("c_elastic", 2, {"v100": 7.0, "k80": 2.8}, tenant="c", weight=0.5,
+                 other_sizes={("v100", 1): 4.0, ("k80", 1): 1.5, ("v100", 4): 12.0,
+                              ("k80", 4): 5.0},
+                 min_gpus=1, max_gpus=4, arrival=120.0),
+        make_job("c4", 4, {"k80": 4.5}, tenant="c", weight=0.5, arrival=150.0,
+                 attained=60.0, epochs_done=1),
+    )
+    return ClusterState(time_s=300.0, nodes=mixed_nodes(), jobs=jobs, tenants=tenants,
+                        gpu_types=GPU_TYPES)
+
+
+SNAPSHOTS: dict[str, Callable[[], ClusterState]] = {
+    "empty_cluster": snap_empty_cluster,
+    "empty_queue": snap_empty_queue,
+    "mixed_types": snap_mixed_types,
+    "gangs": snap_gangs,
+    "too_big": snap_too_big,
+    "tenants": snap_tenants,
+}
+# snapshots whose plans change from round to round: the multi-round determinism check
+SEQUENCE_SNAPSHOTS = ("mixed_types", "gangs", "tenants")
+
+
+# -- the independent checks -------------------------------------------------------------------
+def usable_gpu_types(state: ClusterState) -> dict[str, str]:
+    """GPU id ("node:index") → type, for GPUs of servers that are up; built by hand."""
+    out = {}
+    for node in state.nodes:
+        if node.state is NodeState.UP:
+            for index in range(node.gpus):
+                out[f"{node.name}:{index}"] = node.gpu_type
+    return out
+
+
+def contract_violations(state: ClusterState, plan: object) -> list[str]:
+    """Everything wrong with ``plan`` for ``state``; empty when the contract holds."""
+    if not isinstance(plan, Plan):
+        return [f"schedule returned {type(plan).__name__}, not a Plan"]
+    problems: list[str] = []
+    type_of = usable_gpu_types(state)
+    all_gpus = {f"{n.name}:{i}" for n in state.nodes for i in range(n.gpus)}
+    jobs = {j.id: j for j in state.jobs}
+    owner: dict[str, str] = {}
+    placed: set[str] = set()
+    total = 0
+    for a in plan.assignments:
+        gpus = tuple(a.gpu_ids)
+        total += len(gpus)
+        job = jobs.get(a.job_id)
+        if job is None:
+            problems.append(f"{a.job_id}: not a job of the snapshot")
+            continue
+        if a.job_id in placed:
+            problems.append(f"{a.job_id}: assigned twice")
+        placed.add(a.job_id)
+        if job.state not in ACTIVE:
+            problems.append(f"{a.job_id}: placed but {job.state.value}")
+        size = len(gpus)
+        if len(set(gpus)) != size:
+            problems.append(f"{a.job_id}: a GPU listed twice in {gpus}")
+        elastic = job.min_gpus is not None and job.max_gpus is not None \
+            and job.min_gpus != job.max_gpus
+        if elastic:
+            if not job.min_gpus <= size <= job.max_gpus:
+                problems.append(f"{a.job_id}: {size} GPUs outside [{job.min_gpus}, "
+                                f"{job.max_gpus}]")
+        elif size != job.gpus:
+            problems.append(f"{a.job_id}: {size} GPUs, asked for {job.gpus}")
+        for g in gpus:
+            if g not in all_gpus:
+                problems.append(f"{a.job_id}: GPU {g!r} does not exist")
+            elif g not in type_of:
+                problems.append(f"{a.job_id}: GPU {g!r} is on a server that is not up")
+            if g in owner and owner[g] != a.job_id:
+                problems.append(f"{a.job_id}: GPU {g!r} also given to {owner[g]}")
+            owner.setdefault(g, a.job_id)
+        kinds = {type_of[g] for g in gpus if g in type_of}
+        if len(kinds) > 1:
+            problems.append(f"{a.job_id}: gang mixes GPU types {sorted(kinds)}")
+        for kind in kinds:
+            rate = job.throughput.rates.get((kind, size))
+            if rate is None or not rate > 0:
+                problems.append(f"{a.job_id}: placed on {size} x {kind}, where its rate is "
+                                f"{rate!r}")
+    if total > len(type_of):
+        problems.append(f"plan uses {total} GPUs, the cluster has {len(type_of)} usable")
+    return problems
+
+
+def assert_contract(state: ClusterState, plan: object, where: str) -> None:
+    problems = contract_violations(state, plan)
+    assert not problems, f"{where}:\n  " + "\n  ".join(problems)
+
+
+def plan_key(plan: Plan) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple(sorted((a.job_id, tuple(a.gpu_ids)) for a in plan.assignments))
+
+
+def advance(state: ClusterState, plan: Plan, dt: float = ROUND_S) -> ClusterState:
+    """The next snapshot if the plan ran for ``dt``: progress, attained service, completions
+    and preemptions, and GNS jobs that ran double their batch size (a regime change)."""
+    chosen = {a.job_id: tuple(a.gpu_ids) for a in plan.assignments}
+    type_of = usable_gpu_types(state)
+    jobs = []
+    for job in state.jobs:
+        if job.state not in ACTIVE:
+            continue  # ended before this round: gone from the next snapshot
+        gpus = chosen.get(job.id)
+        if gpus is None:
+            jobs.append(replace(job, gpus_held=(), state=JobState.SUSPENDED
+                                if job.state is JobState.RUNNING else job.state))
+            continue
+        rate = job.throughput.rates.get((type_of[gpus[0]], len(gpus)), 0.0)
+        total = job.progress.iterations_total or 0.0
+        done = min(total, job.progress.iterations_done + rate * dt)
+        per_epoch = SAMPLES_PER_EPOCH // (job.batch_size or 1)
+        finished = done >= total
+        batch = job.batch_size
+        if job.adaptation is Adaptation.GNS and job.max_batch_size and batch:
+            batch = min(job.max_batch_size, batch * 2)
+        jobs.append(replace(
+            job, state=JobState.COMPLETED if finished else JobState.RUNNING,
+            gpus_held=() if finished else gpus, attained_s=job.attained_s + dt,
+            start_s=job.start_s if job.start_s is not None else state.time_s,
+            finish_s=state.time_s + dt if finished else None, batch_size=batch,
+            progress=replace(job.progress, iterations_done=done,
+                             epochs_done=min(job.progress.epochs_total or 0,
+                                             int(done // per_epoch)))))
+    return replace(state, time_s=state.time_s + dt, jobs=tuple(jobs))
+
+
+def run_rounds(policy: Policy, state: ClusterState, rounds: int) -> list[Plan]:
+    plans = []
+    for _ in range(rounds):
+        plan = policy.schedule(state, state.time_s)
+        assert_contract(state, plan, f"{policy.name} at t={state.time_s}")
+        plans.append(plan)
+        state = advance(state, plan)
+    return plans
+
+
+def config(**options: object) -> PolicyConfig:
+    return PolicyConfig(round_s=ROUND_S, seed=7, options=options)
+
+
+# -- the contract -----------------------------------------------------------------------------
+def test_every_builtin_policy_is_available() -> None:
+    assert {"fifo", "srtf", "las", "max_min", "max_sum_throughput", "min_total_duration",
+            "themis", "shockwave"} <= set(POLICIES)
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_implements_the_protocol(name: str) -> None:
+    policy = create_policy(name, config())
+    assert isinstance(policy, Policy)
+    assert isinstance(policy.name, str) and policy.name
+
+
+@pytest.mark.parametrize("snapshot", SNAPSHOTS)
+@pytest.mark.parametrize("name", POLICIES)
+def test_plan_keeps_the_contract(name: str, snapshot: str) -> None:
+    state = SNAPSHOTS[snapshot]()
+    plan = create_policy(name, config()).schedule(state, state.time_s)
+    assert_contract(state, plan, f"{name} on {snapshot}")
+    if snapshot in ("empty_cluster", "empty_queue"):
+        assert not plan.assignments, f"{name} placed jobs on {snapshot}"
+    if snapshot == "too_big":
+        assert {"huge32", "huge16_v100"}.isdisjoint(a.job_id for a in plan.assignments), \
+            f"{name} placed a job larger than the cluster or its GPU type"
+
+
+def test_the_checks_catch_broken_plans() -> None:
+    """The oracle itself: plans that break each rule are reported (no policy involved)."""
+    state = snap_mixed_types()
+    bad = {
+        "overlap": (Assignment("v1", ("v100-0:0",)), Assignment("k1", ("v100-0:0",))),
+        "oversized": (Assignment("v1", ("v100-0:0", "v100-0:1")),),
+        "drained": (Assignment("v1", ("v100-d:0",)),),
+        "no_such_gpu": (Assignment("v1", ("v100-7:0",)),),
+        "mixed_types": (Assignment("both4", ("v100-0:0", "v100-0:1", "k80-1:0", "k80-1:1")),),
+        "zero_rate": (Assignment("zero_k80", ("k80-1:0", "k80-1:1")),),
+        "unknown_size": (Assignment("wrong_size", ("v100-0:0", "v100-0:1")),),
+        "unknown_job": (Assignment("nobody", ("v100-0:0",)),),
+    }
+    for what, assignments in bad.items():
+        assert contract_violations(state, Plan(assignments)), what
+    done = snap_gangs()
+    assert contract_violations(done, Plan((Assignment("done", ("v100-0:0", "v100-0:1")),)))
+    huge = snap_too_big()
+    assert contract_violations(huge, Plan((Assignment("huge32", tuple(
+        usable_gpu_types(huge)) * 2),)))
+    assert not contract_violations(state, Plan((Assignment("v2", ("v100-1:2", "v100-0:3")),)))
+
+
+@pytest.mark.parametrize("snapshot", SNAPSHOTS)
+@pytest.mark.parametrize("name", POLICIES)
+def test_same_seed_same_plan(name: str, snapshot: str) -> None:
+    state = SNAPSHOTS[snapshot]()
+    first = create_policy(name, config()).schedule(state, state.time_s)
+    second = create_policy(name, config()).schedule(state, state.time_s)
+    assert plan_key(first) == plan_key(second)
+
+
+@pytest.mark.parametrize("snapshot", SEQUENCE_SNAPSHOTS)
+@pytest.mark.parametrize("name", POLICIES)
+def test_same_seed_same_plans_over_rounds(name: str, snapshot: str) -> None:
+    """Three rounds, each snapshot following from the plan before: stateful policies
+    (leases, received shares, re-plans) must replay identically from the same seed."""
+    state = SNAPSHOTS[snapshot]()
+    first = run_rounds(create_policy(name, config()), state, 3)
+    second = run_rounds(create_policy(name, config()), state, 3)
+    assert [plan_key(p) for p in first] == [plan_key(p) for p in second]
+
+
+# -- options ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", POLICIES)
+def test_unknown_option_is_rejected(name: str) -> None:
+    with pytest.raises(InputError) as caught:
+        create_policy(name, config(no_such_option_xyz=1))
+    assert "no_such_option_xyz" in str(caught.value)
+
+
+_SETTINGS_ATTRS = ("Options", "Settings", "options_class", "settings_class", "SETTINGS",
+                   "settings", "options")
+
+
+def settings_class(name: str) -> type | None:
+    """The dataclass declaring a policy's options, if the policy exposes one: a class
+    attribute (``Options``, ``Settings``, ...) or the ``options``/``settings`` of an
+    instance."""
+    policy = create_policy(name, config())
+    for attr in _SETTINGS_ATTRS:
+        found = getattr(type(policy), attr, None)
+        if isinstance(found, type) and dataclasses.is_dataclass(found):
+            return found
+    for attr in ("options", "settings"):
+        found = getattr(policy, attr, None)
+        if found is not None and dataclasses.is_dataclass(found) and \
+                not isinstance(found, type):
+            return type(found)
+    return None
+
+
+_WRONG = object()
+
+
+def wrong_value(hint: object) -> object:
+    """A value of the wrong type for an option annotated ``hint`` (``_WRONG`` if unsure)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        return wrong_value(inner[0]) if len(inner) == 1 else _WRONG
+    if hint is bool:
+        return "not-a-bool"
+    if hint in (int, float):
+        return "not-a-number"
+    if hint is str:
+        return 12345
+    if origin in (tuple, list, dict, Mapping) or hint in (tuple, list, dict):
+        return 12345
+    return _WRONG
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_wrong_option_type_is_rejected(name: str) -> None:
+    """Each of the policy's typed options, given a value of the wrong type (a string for a
+    number, a number for a string or a list), raises an InputError that names the option."""
+    cls = settings_class(name)
+    if cls is None:
+        pytest.skip(f"{name} exposes no settings dataclass to read its options from")
+    hints = typing.get_type_hints(cls)
+    options = {f.name: wrong_value(hints.get(f.name)) for f in dataclasses.fields(cls)
+               if not f.name.startswith("_")}
+    if not options:
+        pytest.skip(f"{name} has no options ({cls.__name__} declares none)")
+    options = {k: v for k, v in options.items() if v is not _WRONG}
+    if not options:
+        pytest.skip(f"{name}: {cls.__name__} declares no option of a checkable type")
+    failures = []
+    for key, value in options.items():
+        try:
+            create_policy(name, config(**{key: value}))
+        except InputError as exc:
+            if key not in str(exc):
+                failures.append(f"{key}={value!r}: InputError does not name the key: {exc}")
+        except Exception as exc:  # reported below, not swallowed
+            failures.append(f"{key}={value!r}: {type(exc).__name__}, not InputError: {exc}")
+        else:
+            failures.append(f"{key}={value!r}: accepted")
+    assert not failures, f"{name} ({cls.__name__}):\n  " + "\n  ".join(failures)
