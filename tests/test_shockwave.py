@@ -168,7 +168,7 @@ def test_artifact_config_is_accepted_and_mapped(shared_data):
     assert settings.makespan_weight_per_s == pytest.approx(1e-3)  # the artifact's "k"
     assert settings.ftf_exponent == pytest.approx(12.0)     # the artifact's "lambda"
     assert settings.solver_timeout_s == 15
-    with pytest.raises(InputError, match="field 'horizon'"):
+    with pytest.raises(InputError, match=r"shockwave\.horizon'"):
         ShockwaveSettings.from_options({"horizon": 3})
     with pytest.raises(InputError, match="window_rounds"):
         ShockwaveSettings.from_options({"window_rounds": 0})
@@ -181,13 +181,13 @@ def test_canonical_trace_against_artifact_row(canonical_trace, tacc):
     from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
     from gpufair.adapters.simulator.engine import TraceSimulator
     from gpufair.adapters.simulator.semantics import ARTIFACT
-    from gpufair.core.round import Arbiter
+    from gpufair.core.round import Round
     from gpufair.core.simulation import run_to_end
 
     sim = TraceSimulator(canonical_trace, tacc, parse_cluster_spec("v100:32"), ARTIFACT, 120.0)
     policy = ShockwavePolicy(PolicyConfig(round_s=120.0, seed=0))
     use: list[int] = []
-    run_to_end(sim, Arbiter(sim, policy), lambda: use.append(sim.gpus_in_use()))
+    run_to_end(sim, Round(policy), lambda: use.append(sim.gpus_in_use()))
     assert max(use) <= 32
     m = sim.metrics()
     assert m.num_jobs == 120

@@ -36,8 +36,10 @@ def test_registered_and_options_validated() -> None:
     assert isinstance(create_policy("themis"), ThemisPolicy)
     with pytest.raises(InputError, match="unknown option"):
         policy(fairness=0.5)
-    with pytest.raises(InputError, match="must be in"):
+    with pytest.raises(InputError, match=r"themis\.f' = 1\.5: must be <= 1"):
         policy(f=1.5)
+    with pytest.raises(InputError, match=r"themis\.f' = 'abc': expected a number"):
+        policy(f="abc")
 
 
 @pytest.mark.parametrize(("f", "bidders"), [(0.8, 2), (0.5, 5), (1.0, 1), (0.0, 10)])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from gpufair.model import ClusterState, Plan
+from gpufair.settings import parse_settings
 
 
 @dataclass(frozen=True)
@@ -15,7 +16,9 @@ class PolicyConfig:
 
     ``recompute_interval_s`` throttles allocation recomputes of the time-fraction policies:
     the artifacts recompute at most every 1000 s (an accident the ``clean`` semantics drop by
-    setting it to 0). ``options`` carries the policy's own section of the config file.
+    setting it to 0). ``options`` carries the policy's own section of the config file (a
+    table, or the policy's already-checked options object); ``options_source`` names where it
+    came from, so an error points at the file.
     """
 
     round_s: float = 120.0
@@ -24,7 +27,8 @@ class PolicyConfig:
     solver_backend: str = "auto"
     solver_time_limit_s: float | None = None
     solver_threads: int | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] | Any = field(default_factory=dict)
+    options_source: str = "policy options"
 
 
 @runtime_checkable
@@ -47,3 +51,27 @@ class PolicyStats:
     solves: int = 0
     solver_s: float = 0.0
     recomputes: int = 0
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a policy that has none: any key given is an error, not ignored."""
+
+
+class PolicyBase:
+    """What every built-in policy shares: its config, its checked options, its counters.
+
+    ``Options`` is the policy's frozen dataclass of :func:`gpufair.settings.setting` fields,
+    declared beside the code that reads it; the same class is the ``[policies.NAME]`` schema.
+    """
+
+    name: ClassVar[str] = "policy"
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        self.config = config or PolicyConfig()
+        self.options = parse_settings(self.Options, self.config.options,
+                                      source=self.config.options_source,
+                                      section=f"policies.{self.name}",
+                                      ignored=getattr(self.Options, "ARTIFACT_UNUSED", ()))
+        self.stats = PolicyStats()

@@ -9,19 +9,27 @@ Tiresias from preempting on every small difference in attained service.
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
 
 from gpufair.model import Job
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.ordering import OrderingPolicy
+from gpufair.settings import setting
+
+
+@dataclass(frozen=True)
+class LasOptions:
+    queue_thresholds_gpu_s: tuple[float, ...] = setting(
+        (3600.0,), "attained GPU-seconds at which a job drops to the next queue")
 
 
 class LasPolicy(OrderingPolicy):
     name = "las"
+    Options = LasOptions
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         super().__init__(config)
-        thresholds = self.config.options.get("queue_thresholds_gpu_s", [3600.0])
-        self.thresholds = sorted(float(t) for t in thresholds)
+        self.thresholds = sorted(self.options.queue_thresholds_gpu_s)
 
     def sort_key(self, job: Job, now: float) -> tuple[float, ...]:
         return (bisect.bisect_right(self.thresholds, job.attained_s * job.gpus), job.arrival_s)

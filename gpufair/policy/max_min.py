@@ -10,6 +10,7 @@ every type counts the same.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,16 +19,24 @@ from gpufair.model import Job
 from gpufair.policy.allocation_lp import fraction_index, solve_timed
 from gpufair.policy.solver import LinearProgram
 from gpufair.policy.time_fractions import Allocation, TimeFractionPolicy
+from gpufair.settings import setting
+
+
+@dataclass(frozen=True)
+class MaxMinOptions:
+    heterogeneity_aware: bool = setting(
+        True, "count each GPU type by the job's speed on it (Gavel's *_perf variant)")
 
 
 class MaxMinPolicy(TimeFractionPolicy):
     name = "max_min"
+    Options = MaxMinOptions
 
     def allocate(self, jobs: Sequence[Job], capacity: dict[str, int], now: float) -> Allocation:
         index = fraction_index(jobs, capacity)
         if index.size == 0:
             return {}
-        if self.config.options.get("heterogeneity_aware", True):
+        if self.options.heterogeneity_aware:
             best = np.zeros(len(jobs))
             np.maximum.at(best, index.jobs, index.rates)
             speed = index.rates / best[index.jobs]

@@ -5,16 +5,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from gpufair.model import ClusterState, Job, Plan
-from gpufair.policy.base import PolicyConfig, PolicyStats
+from gpufair.policy.base import PolicyBase
 from gpufair.policy.placement import capacity_by_type, greedy_walk, held_types, place
 
 
-class OrderingPolicy(ABC):
+class OrderingPolicy(PolicyBase, ABC):
     name = "ordering"
-
-    def __init__(self, config: PolicyConfig | None = None) -> None:
-        self.config = config or PolicyConfig()
-        self.stats = PolicyStats()
 
     @abstractmethod
     def sort_key(self, job: Job, now: float) -> tuple[float, ...]:

@@ -35,12 +35,22 @@ def available_policies() -> tuple[str, ...]:
     return tuple(sorted(_targets()))
 
 
-def create_policy(name: str, config: PolicyConfig | None = None) -> Policy:
+def resolve_policy(name: str, *, source: str = "--policy", field: str = "policy") -> str:
+    """The registered name of ``name`` (aliases resolved), or an error listing what is there."""
     key = ALIASES.get(name, name)
     targets = _targets()
     if key not in targets:
-        raise InputError("--policy", f"unknown policy; available: {', '.join(sorted(targets))}",
-                         field="policy", value=name)
-    module, _, attr = targets[key].partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    return cls(config or PolicyConfig())
+        raise InputError(source, f"unknown policy; available: {', '.join(sorted(targets))}",
+                         field=field, value=name)
+    return key
+
+
+def policy_class(name: str) -> type:
+    """The class of a registered policy. Its ``Options`` (a settings dataclass) is the
+    schema of ``[policies.NAME]``; a third-party class without one gets its table as is."""
+    module, _, attr = _targets()[resolve_policy(name)].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def create_policy(name: str, config: PolicyConfig | None = None) -> Policy:
+    return policy_class(name)(config or PolicyConfig())

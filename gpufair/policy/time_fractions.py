@@ -16,18 +16,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpufair.model import ClusterState, Job, Plan
-from gpufair.policy.base import PolicyConfig, PolicyStats
+from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.placement import capacity_by_type, place
 
 Allocation = dict[str, dict[str, float]]
 
 
-class TimeFractionPolicy(ABC):
+class TimeFractionPolicy(PolicyBase, ABC):
     name = "time_fractions"
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
-        self.config = config or PolicyConfig()
-        self.stats = PolicyStats()
+        super().__init__(config)
         half = self.config.round_s / 2
         self._half_round = half
         self._alloc: Allocation = {}

@@ -26,82 +26,58 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from gpufair.errors import InputError
 from gpufair.model import ClusterState, Job, Plan
-from gpufair.policy.base import PolicyConfig, PolicyStats
+from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.placement import capacity_by_type, greedy_walk, held_types, place
 from gpufair.policy.shockwave.regimes import Trajectory, configs_from_now, predict
 from gpufair.policy.solver import LinearProgram, SolveOptions, solve
+from gpufair.settings import parse_settings, setting
 
 EPS = 1e-6
 
 
 @dataclass(frozen=True)
 class ShockwaveSettings:
-    ftf_exponent: float = 12.0       # paper k: budget w_j = rho_hat_j ** k (paper: 5)
-    makespan_weight: float = 3.0     # paper lambda, on H / Z_0 (paper: 1e-3; see README)
-    # the artifact's "k": weight per second of H, not normalised by Z_0 (its objective is
-    # Σ log u / (N·T) - k·max R; on ours that is k·T/M per second). None: use makespan_weight
-    makespan_weight_per_s: float | None = None
-    window_rounds: int = 20          # paper T
-    solver_timeout_s: float = 15.0
-    solver_rel_gap: float = 1e-3
-    solver_threads: int | None = None
-    reoptimize_every: int = 8        # rounds before a forced re-plan (the artifact's REOPT)
-    accordion_regimes: int = 2       # K of an Accordion job
-    gang_aware_makespan: bool = False  # H's spread term Σ n_j R_j / M instead of Σ R_j / M
-    keep_running_bonus: float = 2.0  # round 1 counts a running job's budget 1 + this times
-    # reactive: a batch-size change re-plans at once (paper default); lazy: it waits for the
-    # next arrival, completion or forced re-plan (the artifact's behaviour)
-    mode: str = "reactive"
-    # paper: budget rho_hat^k (eq. 9); artifact: its finish-time targets, budget 1 until the
-    # projected finish passes rhomax x target, then (projected / target)^k (^100 in the last
-    # round); the artifact uses it in the fallback of its hard-constraint formulation
-    budget: str = "paper"
-    rhomax: float = 1.0
-    # the artifact's piecewise-linear log over these progress breakpoints (log 0 = log 1e-6);
-    # empty: the exact log, which the tabulation makes free
-    log_approximation_bases: tuple[float, ...] = ()
+    ftf_exponent: float = setting(12.0, "paper k: budget w_j = rho_hat_j ** k (paper: 5)",
+                                  ge=0.0, aliases=("lambda",))
+    makespan_weight: float = setting(3.0, "paper lambda, on H / Z_0 (paper: 1e-3; see README)",
+                                     ge=0.0)
+    makespan_weight_per_s: float | None = setting(
+        None, "the artifact's k: weight per second of H, not normalised by Z_0 (its objective"
+        " is sum log u / (N T) - k max R); unset: use makespan_weight", ge=0.0,
+        aliases=("k",))
+    window_rounds: int = setting(20, "paper T: rounds in the planning window", ge=1,
+                                 aliases=("future_rounds",))
+    solver_timeout_s: float = setting(15.0, "per market solve", gt=0.0,
+                                      aliases=("solver_timeout",))
+    solver_rel_gap: float = setting(1e-3, "relative MIP gap", ge=0.0, le=0.999999)
+    solver_threads: int | None = setting(None, "solver threads", ge=1,
+                                         aliases=("solver_num_threads",))
+    reoptimize_every: int = setting(8, "rounds before a forced re-plan (the artifact's REOPT)",
+                                    ge=1)
+    accordion_regimes: int = setting(2, "K of an Accordion job", ge=1)
+    gang_aware_makespan: bool = setting(False, "H's spread term sum n_j R_j / M, not"
+                                        " sum R_j / M")
+    keep_running_bonus: float = setting(2.0, "round 1 counts a running job's budget 1 + this"
+                                        " times", ge=0.0)
+    mode: str = setting("reactive", "reactive: a batch-size change re-plans at once (paper);"
+                        " lazy: it waits for the next event (the artifact)",
+                        choices=("reactive", "lazy"))
+    budget: str = setting("paper", "paper: rho_hat^k (eq. 9); artifact: its finish-time"
+                          " targets with rhomax", choices=("paper", "artifact"))
+    rhomax: float = setting(1.0, "the artifact budget's threshold", gt=0.0)
+    log_approximation_bases: tuple[float, ...] = setting(
+        (), "the artifact's piecewise-linear log over these progress breakpoints; empty: the"
+        " exact log, which the tabulation makes free")
 
-    # artifact spelling -> our name; keys mapped to None are accepted and unused
-    _ARTIFACT: ClassVar[dict[str, str | None]] = {
-                 "future_rounds": "window_rounds", "k": "makespan_weight_per_s",
-                 "lambda": "ftf_exponent", "solver_rel_gap": "solver_rel_gap",
-                 "solver_num_threads": "solver_threads", "solver_timeout": "solver_timeout_s",
-                 "rhomax": "rhomax", "log_approximation_bases": "log_approximation_bases",
-                 "gpu_ram": None}
+    #: the artifact's keys that only its hard-constraint formulation uses
+    ARTIFACT_UNUSED: ClassVar[tuple[str, ...]] = ("gpu_ram",)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], source: str = "shockwave options"
                      ) -> ShockwaveSettings:
-        own = {f for f in cls.__dataclass_fields__ if not f.startswith("_")}
-        values: dict[str, Any] = {}
-        for key, value in options.items():
-            name = key if key in own else cls._ARTIFACT.get(key, key)
-            if key in cls._ARTIFACT and cls._ARTIFACT[key] is None:
-                continue  # the artifact's hard-constraint formulation only
-            if name not in own:
-                raise InputError(source, f"unknown option; expected one of {sorted(own)} or "
-                                 f"the artifact's {sorted(cls._ARTIFACT)}", field=key)
-            values[name] = tuple(value) if isinstance(value, list) else value
-        try:
-            settings = cls(**values)
-            settings._check()
-        except (TypeError, ValueError) as exc:
-            raise InputError(source, str(exc)) from None
-        return settings
-
-    def _check(self) -> None:
-        if self.budget not in ("paper", "artifact"):
-            raise ValueError(f"budget must be 'paper' or 'artifact', not {self.budget!r}")
-        if self.mode not in ("reactive", "lazy"):
-            raise ValueError(f"mode must be 'reactive' or 'lazy', not {self.mode!r}")
-        if self.window_rounds < 1 or self.reoptimize_every < 1:
-            raise ValueError("window_rounds and reoptimize_every must be >= 1")
-        if self.ftf_exponent < 0 or self.makespan_weight < 0:
-            raise ValueError("ftf_exponent and makespan_weight must be >= 0")
-        if self.solver_timeout_s <= 0 or not 0 <= self.solver_rel_gap < 1:
-            raise ValueError("solver_timeout_s must be > 0 and solver_rel_gap in [0, 1)")
+        return parse_settings(cls, options, source=source, section="policies.shockwave",
+                              ignored=cls.ARTIFACT_UNUSED)
 
 
 @dataclass
@@ -130,13 +106,13 @@ class ShockwaveState:
     targets: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
-class ShockwavePolicy:
+class ShockwavePolicy(PolicyBase):
     name = "shockwave"
+    Options = ShockwaveSettings
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
-        self.config = config or PolicyConfig()
-        self.settings = ShockwaveSettings.from_options(self.config.options)
-        self.stats = PolicyStats()
+        super().__init__(config)
+        self.settings = self.options
         self.state = ShockwaveState()
         self.solve_log: list[tuple[int, float, float | None, str]] = []  # (jobs, s, gap, status)
 

@@ -42,9 +42,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufair.errors import InputError
 from gpufair.model import Assignment, ClusterState, Job, Plan
-from gpufair.policy.base import PolicyConfig, PolicyStats
+from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.themis.agent import Agent, AppView, Offer, Pool, launch_order
 from gpufair.policy.themis.auction import (
     ROUNDING_MODES,
@@ -56,45 +55,34 @@ from gpufair.policy.themis.auction import (
 )
 from gpufair.policy.themis.ftf import TID_MODES, NAvgTracker
 from gpufair.policy.themis.topology import SlowdownModel, Topology
+from gpufair.settings import setting
 
 _EPS = 1e-6
 
 
 @dataclass(frozen=True)
-class ThemisSettings:
-    f: float = 0.8
-    lease_s: float = 600.0
-    rounding: str = "stochastic"
-    tid_mode: str = "paper"
-    empty_rho: str = "deferred"
-    defer_s: float | None = None  # default: one lease
-    rho_cap_abs: float = 1e3
-    rho_cap_factor: float = 10.0
-    max_rows: int = 64
-    auction_time_limit_s: float = 5.0
-    auction_budget_s: float | None = 4.0
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> ThemisSettings:
-        known = set(cls.__dataclass_fields__) | {"slowdown", "slowdown_per_model", "keep_log"}
-        for key in options:
-            if key not in known:
-                raise InputError("[policies.themis]", f"unknown option; expected one of "
-                                 f"{sorted(known)}", field=key)
-        values = {k: options[k] for k in cls.__dataclass_fields__ if k in options}
-        settings = cls(**values)
-        if not 0.0 <= settings.f <= 1.0:
-            raise InputError("[policies.themis]", "must be in [0, 1]", field="f",
-                             value=settings.f)
-        if settings.lease_s <= 0:
-            raise InputError("[policies.themis]", "must be > 0", field="lease_s",
-                             value=settings.lease_s)
-        for name, allowed in (("rounding", ROUNDING_MODES), ("tid_mode", TID_MODES),
-                              ("empty_rho", ("cap", "deferred"))):
-            if getattr(settings, name) not in allowed:
-                raise InputError("[policies.themis]", f"expected one of {allowed}", field=name,
-                                 value=getattr(settings, name))
-        return settings
+class ThemisOptions:
+    f: float = setting(0.8, "fairness knob: the (1 - f) share of apps with the worst rho bid",
+                       ge=0.0, le=1.0)
+    lease_s: float = setting(600.0, "how long a won GPU is owned before it is offered again",
+                             gt=0.0)
+    rounding: str = setting("stochastic", "integral rounding of a winner's kept share",
+                            choices=ROUNDING_MODES)
+    tid_mode: str = setting("paper", "T_id estimate", choices=TID_MODES)
+    empty_rho: str = setting("deferred", "rho of an app holding no GPUs (see the module doc)",
+                             choices=("cap", "deferred"))
+    defer_s: float | None = setting(None, "delay of the deferred empty row (default: lease_s)",
+                                    ge=0.0)
+    rho_cap_abs: float = setting(1e3, "absolute cap of an infinite rho", gt=0.0)
+    rho_cap_factor: float = setting(10.0, "cap relative to the largest finite bid", gt=0.0)
+    max_rows: int = setting(64, "bundles per bid table", ge=1)
+    auction_time_limit_s: float = setting(5.0, "per MILP solve", gt=0.0)
+    auction_budget_s: float | None = setting(4.0, "per auction, all solves together", gt=0.0)
+    slowdown: Mapping[str, float] = setting(
+        {}, "placement level -> slowdown S (machine, rack, cluster)")
+    slowdown_per_model: Mapping[str, Mapping[str, float]] = setting(
+        {}, "model -> (placement level -> S)")
+    keep_log: bool = setting(False, "keep a RoundLog per auction (tests, analysis)")
 
 
 @dataclass
@@ -116,24 +104,22 @@ def app_key(job: Job) -> str:
     return job.app if job.app is not None else f"job:{job.id}"
 
 
-class ThemisPolicy:
+class ThemisPolicy(PolicyBase):
     name = "themis"
+    Options = ThemisOptions
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
-        self.config = config or PolicyConfig()
-        options = dict(self.config.options)
-        self.settings = ThemisSettings.from_options(options)
-        s = self.settings
-        self.agent = Agent(slowdowns=SlowdownModel.from_options(options), tid_mode=s.tid_mode,
+        super().__init__(config)
+        s = self.settings = self.options
+        self.agent = Agent(slowdowns=SlowdownModel.from_options(s), tid_mode=s.tid_mode,
                            empty_rho=s.empty_rho,
                            defer_s=s.lease_s if s.defer_s is None else s.defer_s,
                            max_rows=s.max_rows)
-        self.stats = PolicyStats()
         self.leases: dict[str, tuple[str, float]] = {}  # GPU → (job id, expiry)
         self.navg = NAvgTracker()
         self.rng = random.Random(self.config.seed)
         self.rounds: list[RoundLog] = []
-        self.keep_log = bool(options.get("keep_log", False))
+        self.keep_log = s.keep_log
 
     # -- persistence ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -72,11 +72,12 @@ class SlowdownModel:
         return 1.0 / self.slowdown(model, level, gpus)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> SlowdownModel:
+    def from_options(cls, options: Any) -> SlowdownModel:
+        """From Themis's options (``slowdown``, ``slowdown_per_model``)."""
         default = dict(DEFAULT_SLOWDOWN)
-        default.update({k: float(v) for k, v in options.get("slowdown", {}).items()})
+        default.update({k: float(v) for k, v in options.slowdown.items()})
         per_model = {m: {k: float(v) for k, v in t.items()}
-                     for m, t in options.get("slowdown_per_model", {}).items()}
+                     for m, t in options.slowdown_per_model.items()}
         return cls(default, per_model)
 
 
