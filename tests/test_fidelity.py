@@ -11,7 +11,7 @@ import pytest
 from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
 from gpufair.adapters.simulator.engine import TraceSimulator
 from gpufair.adapters.simulator.semantics import ARTIFACT
-from gpufair.core.round import Arbiter
+from gpufair.core.round import Round
 from gpufair.core.simulation import run_to_end
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
@@ -28,9 +28,9 @@ def run_canonical(trace, throughputs, policy_name):
     sim = TraceSimulator(trace, throughputs, parse_cluster_spec("v100:32"), ARTIFACT, 120.0)
     config = PolicyConfig(round_s=120.0, recompute_interval_s=1000.0, solver_backend="ecos")
     policy = create_policy(policy_name, config)
-    arbiter = Arbiter(sim, policy)
+    rounds = Round(policy)
     gpus_per_round: list[int] = []
-    run_to_end(sim, arbiter, lambda: gpus_per_round.append(sim.gpus_in_use()))
+    run_to_end(sim, rounds, lambda: gpus_per_round.append(sim.gpus_in_use()))
     metrics = sim.metrics()
     return sim, policy, metrics, gpus_per_round
 

@@ -12,7 +12,7 @@ from gpufair.adapters.simulator.semantics import CLEAN
 from gpufair.adapters.simulator.throughputs import load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
 from gpufair.core.enrich import with_default_profiles
-from gpufair.core.round import Arbiter
+from gpufair.core.round import Round
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 from gpufair.profiler import Profiler
@@ -36,9 +36,10 @@ def _sim() -> TraceSimulator:
 def _run(adapter, sim: TraceSimulator, policy: str) -> dict[str, float]:
     config = PolicyConfig(round_s=sim.round_s,
                           recompute_interval_s=sim.semantics.allocation_recompute_interval_s)
-    arbiter = Arbiter(adapter, create_policy(policy, config))
+    rounds = Round(create_policy(policy, config))
     while not sim.finished:
-        arbiter.step(preemptive=sim.at_round_boundary)
+        result = rounds.run(adapter.snapshot(), preemptive=sim.at_round_boundary)
+        adapter.apply(result.actions)
         sim.advance()
     return {o.job_id: o.jct_s for o in sim.outcomes()}
 

@@ -11,7 +11,7 @@ from gpufair.adapters.simulator.generate import format_trace, generate_trace
 from gpufair.adapters.simulator.semantics import ARTIFACT, CLEAN
 from gpufair.adapters.simulator.throughputs import throughputs_from_dict
 from gpufair.adapters.simulator.trace import parse_trace
-from gpufair.core.round import Arbiter
+from gpufair.core.round import Round
 from gpufair.core.simulation import run_to_end
 from gpufair.model import JobState, Preempt, Resize, Start
 from gpufair.policy.base import PolicyConfig
@@ -33,7 +33,7 @@ def simulator(lines, gpus=2, semantics=CLEAN, round_s=120.0):
 def run(sim, policy="fifo"):
     config = PolicyConfig(round_s=sim.round_s,
                           recompute_interval_s=sim.semantics.allocation_recompute_interval_s)
-    run_to_end(sim, Arbiter(sim, create_policy(policy, config)))
+    run_to_end(sim, Round(create_policy(policy, config)))
     return {o.job_id: o for o in sim.outcomes()}
 
 

@@ -9,7 +9,7 @@ import pytest
 from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
 from gpufair.adapters.simulator.engine import TraceSimulator
 from gpufair.adapters.simulator.semantics import ARTIFACT, CLEAN
-from gpufair.core.round import Arbiter
+from gpufair.core.round import Round
 from gpufair.core.simulation import run_to_end
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
@@ -31,7 +31,7 @@ def run_alone(trace_job, throughputs, semantics, policy="max_min"):
     sim = TraceSimulator([job], throughputs, parse_cluster_spec("v100:32"), semantics, 120.0)
     config = PolicyConfig(round_s=120.0,
                           recompute_interval_s=semantics.allocation_recompute_interval_s)
-    run_to_end(sim, Arbiter(sim, create_policy(policy, config)))
+    run_to_end(sim, Round(create_policy(policy, config)))
     return sim
 
 

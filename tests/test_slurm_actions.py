@@ -109,10 +109,10 @@ def test_reads_retry_with_backoff_then_give_up():
 def test_hard_mode_snapshot_offers_only_jobs_marked_by_job_submit():
     transport = FakeTransport()
     transport.jobs["jobs"][4]["admin_comment"] = "gpufair:managed"
-    state = SlurmAdapter(transport, SlurmSettings(mode="hard")).snapshot()
+    state = SlurmAdapter(transport, SlurmSettings(), mode="hard").snapshot()
     pending = [j.id for j in state.jobs if j.state.value == "pending"]
     assert pending == ["5"]
-    soft = SlurmAdapter(FakeTransport(), SlurmSettings(mode="soft")).snapshot()
+    soft = SlurmAdapter(FakeTransport(), SlurmSettings(), mode="soft").snapshot()
     assert [j.id for j in soft.jobs if j.state.value == "pending"] == ["4", "5"]
 
 

@@ -7,9 +7,14 @@ from collections import Counter
 import pytest
 from slurm_fake import Crash, FakeSlurm
 
+from gpufair.adapters.recording import RecordingAdapter
 from gpufair.adapters.slurm import SlurmAdapter, SlurmSettings
+from gpufair.core.enrich import with_default_profiles
+from gpufair.core.guards import preemption_cap, unusable_nodes
+from gpufair.core.history import merge_history
+from gpufair.core.round import Round, RoundRules
 from gpufair.model import ClusterState, Job, JobState, Node, Preempt, Start
-from gpufair.plugin.daemon import Daemon, DaemonSettings, cap_preemptions, merge_history
+from gpufair.plugin.daemon import Daemon, ServiceSettings
 from gpufair.plugin.store import DONE, Store, action_from_dict, action_to_dict
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
@@ -19,10 +24,12 @@ NODES = {"v1": ("v100", 4), "v2": ("v100", 4)}
 
 def _daemon(slurm: FakeSlurm, store: Store, *, policy: str = "fifo", share: float = 1.0,
             mode: str = "hard") -> Daemon:
-    adapter = SlurmAdapter(slurm, SlurmSettings(mode=mode), sleep=lambda s: None,
+    adapter = SlurmAdapter(slurm, SlurmSettings(), mode=mode, sleep=lambda s: None,
                            clock=lambda: slurm.clock)
-    return Daemon(adapter, create_policy(policy, PolicyConfig()), store,
-                  DaemonSettings(max_preempt_share=share, mode=mode), sleep=lambda s: None)
+    rounds = Round(create_policy(policy, PolicyConfig()),
+                   RoundRules(max_preempt_share=share, mode=mode),
+                   enrichers=[with_default_profiles])
+    return Daemon(adapter, rounds, store, ServiceSettings(), sleep=lambda s: None)
 
 
 def _fifo_reclaim(slurm: FakeSlurm) -> None:
@@ -86,10 +93,11 @@ def test_cap_function_counts_gpus():
         Job("x", gpus=2, state=JobState.RUNNING, gpus_held=("a:0", "a:1")),
         Job("y", gpus=2, state=JobState.RUNNING, gpus_held=("a:2", "a:3"))))
     actions = [Preempt("x"), Preempt("y"), Start("z", ("a:2",)), Start("w", ("a:0",))]
-    kept, dropped = cap_preemptions(state, actions, 0.5)
+    kept, held = preemption_cap(0.5)(state, actions)
+    dropped = [d.action for d in held]
     assert kept == [Preempt("x"), Start("w", ("a:0",))]
     assert dropped == [Preempt("y"), Start("z", ("a:2",))]
-    assert cap_preemptions(state, actions, 0.0)[0] == []
+    assert preemption_cap(0.0)(state, actions)[0] == []
 
 
 def test_dry_run_journals_but_sends_nothing(tmp_path):
@@ -97,10 +105,18 @@ def test_dry_run_journals_but_sends_nothing(tmp_path):
     _fifo_reclaim(slurm)
     store = Store(tmp_path / "s.db")
     daemon = _daemon(slurm, store)
-    daemon.settings = type(daemon.settings)(dry_run=True)
+    daemon.adapter = recorder = RecordingAdapter(daemon.adapter)
+    daemon.settings = ServiceSettings(dry_run=True)
     round_id = daemon.run_round()
-    assert {e.status for e in store.journal(round_id)} == {"skipped"}
-    assert not [k for k in slurm.verbs if k[0] != "update"] and not slurm.verbs
+    assert {(e.status, e.detail) for e in store.journal(round_id)} == \
+        {("done", "recorded (dry run)")}
+    assert [type(a).__name__ for a in recorder.recorded] == ["Preempt", "Preempt", "Start",
+                                                             "Start"]
+    assert not slurm.verbs
+    assert store.rounds()[-1]["status"] == "dry-run"
+    # a dry run's "done" never makes a real round skip the same action as already done
+    real = _daemon(slurm, store).run_round()
+    assert [e.status for e in store.journal(real)] == ["done"] * 4
 
 
 def test_soft_mode_only_sets_priorities(tmp_path):
@@ -183,15 +199,14 @@ def test_profiles_fill_unmeasured_types_without_assuming_a_speedup():
 
 def test_jobs_on_drained_nodes_are_left_alone():
     from gpufair.model import NodeState
-    from gpufair.plugin.daemon import leave_alone_on_unusable_nodes
     state = ClusterState(0.0, nodes=(Node("a", "v100", 2, state=NodeState.DRAIN),
                                      Node("b", "v100", 2)), jobs=(
         Job("x", gpus=2, state=JobState.RUNNING, gpus_held=("a:0", "b:0")),
         Job("y", gpus=1, state=JobState.RUNNING, gpus_held=("b:1",))))
     actions = [Preempt("x"), Preempt("y"), Start("z", ("b:0",)), Start("w", ("b:1",))]
-    kept, deferred = leave_alone_on_unusable_nodes(state, actions)
+    kept, deferred = unusable_nodes(state, actions)
     assert kept == [Preempt("y"), Start("w", ("b:1",))]
-    assert deferred == [Preempt("x"), Start("z", ("b:0",))]
+    assert [d.action for d in deferred] == [Preempt("x"), Start("z", ("b:0",))]
 
 
 def test_policy_state_survives_a_restart(tmp_path):
@@ -215,10 +230,10 @@ def test_policy_state_survives_a_restart(tmp_path):
     slurm = FakeSlurm(NODES)
     store = Store(tmp_path / "s.db")
     first = _daemon(slurm, store)
-    first.policy = Remembering()
+    first.rounds.policy = Remembering()
     first.run_round()
     first.run_round()
     second = _daemon(slurm, Store(tmp_path / "s.db"))
-    second.policy = Remembering()
+    second.rounds.policy = Remembering()
     second.recover()
     assert second.policy.seen == 2

@@ -109,7 +109,7 @@ def test_dry_run_rejects_wrong_raw_files(capsys):
 
 @pytest.mark.parametrize(("section", "message"), [
     ({"daemon": {"mode": "hardest"}}, "daemon.mode"),
-    ({"daemon": {"max_preempt_share": 1.5}}, "between 0 and 1"),
+    ({"daemon": {"max_preempt_share": 1.5}}, "must be <= 1"),
     ({"daemon": {"round": 5}}, "daemon.round"),
     ({"slurm": {"managed_partitions": ["gpu", 3]}}, "slurm.managed_partitions"),
     ({"slurm": {"transport": "pyslurm"}}, "slurm.transport"),
@@ -122,6 +122,7 @@ def test_service_sections_are_validated(section, message):
 
 def test_example_config_is_valid():
     from gpufair.core.config import load_config
-    from gpufair.plugin.service_config import service_config
-    svc = service_config(load_config(REPO / "etc" / "gpufair.toml").sections)
-    assert svc.daemon.get("mode", "hard") in ("hard", "soft")
+    config = load_config(REPO / "etc" / "gpufair.toml")
+    assert config.daemon.mode == "hard" and config.daemon.round_s == 60
+    assert config.slurm.managed_partitions == ("gpu",)
+    assert config.policies["las"].queue_thresholds_gpu_s == (3600.0, 36000.0)

@@ -1,19 +1,66 @@
-"""The one protocol every resource-manager adapter implements (Slurm, YARN, simulator)."""
+"""The protocols every resource-manager adapter implements (Slurm, YARN, simulator, recorder).
+
+Two levels, because a simulation and a live cluster need different things of an adapter:
+
+- :class:`Adapter`: one consistent snapshot, and actions applied in order with a result each.
+  The trace simulator implements this; so does every live adapter.
+- :class:`ResourceManager`: what the daemon needs to act on a live cluster safely — the
+  checkpoint warning before preemptions, one action at a time (so the journal can mark each),
+  and a fresh check of whether an action is already in effect, so that a daemon restarted
+  mid-round neither repeats nor loses an action. The daemon depends on this protocol only,
+  never on one adapter.
+
+Failures are told apart: :class:`Unavailable` (raised by ``snapshot``, or an
+``ActionResult`` with ``retry``) means "the resource manager did not answer, try later";
+``ok`` false without ``retry`` means "it answered, and refused this action".
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import Enum
 from typing import Protocol, runtime_checkable
 
 from gpufair.model import Action, ActionResult, ClusterState
 
 
+class Unavailable(RuntimeError):
+    """The resource manager did not give a usable answer (after the adapter's retries)."""
+
+
+class Effect(str, Enum):
+    """What the resource manager shows of an action right now."""
+
+    IN_EFFECT = "in effect"      # done (perhaps just before a crash hid it)
+    JOB_GONE = "job gone"        # the job finished or left: nothing to do
+    NOT_YET = "not yet"          # still to be carried out
+
+
 @runtime_checkable
 class Adapter(Protocol):
+    name: str
+
     def snapshot(self) -> ClusterState:
-        """One consistent view of nodes and jobs; never a half-read state."""
+        """One consistent view of nodes and jobs; never a half-read state. Raises
+        :class:`Unavailable` when the resource manager does not answer."""
         ...
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
         """Carry actions out in order; report each outcome rather than raising."""
+        ...
+
+
+@runtime_checkable
+class ResourceManager(Adapter, Protocol):
+    def warn_preemptions(self, actions: Sequence[Action]) -> float:
+        """Tell every job the actions will take GPUs from to checkpoint; return how long to
+        wait (the longest grace) before acting."""
+        ...
+
+    def apply_one(self, action: Action) -> ActionResult:
+        """Carry one action out; never raises for a refused or unreachable action."""
+        ...
+
+    def check(self, action: Action) -> Effect:
+        """Whether ``action`` already shows, read fresh from the resource manager."""
         ...

@@ -1,35 +1,54 @@
-"""``gpufair dry-run``: what a policy would do with a saved cluster state, and why.
+"""``gpufair dry-run``: the daemon's round on a saved cluster state, and why it decides so.
 
-Input is a gpufair snapshot or raw ``squeue --json`` + ``sinfo --json`` files. Nothing is
-applied and nothing reads the clock: the policy's "now" is the snapshot's time (or, for raw
-Slurm files, the latest timestamp in them), so the same input, policy and seed print the same
-bytes every time.
+It is not a separate decision path: it builds the daemon ``serve`` would build from the same
+configuration (policy and its options, seed, round length, guards, soft/hard mode, solver) and
+runs one round of it against a :class:`~gpufair.adapters.recording.RecordingAdapter`, so it
+prints exactly the actions ``serve`` would take on that state. With ``--store`` it starts
+from a copy of the daemon's store (job history, policy state); the store is never written.
+
+Input is a gpufair snapshot (``gpufair snapshot --slurm``: the state the daemon's round sees)
+or raw ``squeue --json`` + ``sinfo --json`` files, read through the Slurm adapter's own
+snapshot logic. Nothing reads the clock: "now" is the snapshot's time (for raw files, the
+latest timestamp in them), so the same input and configuration print the same bytes.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import sqlite3
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpufair.adapters.slurm.translate import translate
-from gpufair.core.actions import plan_actions
-from gpufair.core.enrich import with_default_profiles
+from gpufair.adapters.recording import RecordingAdapter
+from gpufair.adapters.slurm.adapter import SlurmAdapter
+from gpufair.adapters.slurm.transport import FileTransport
+from gpufair.core.config import Config, load_config
+from gpufair.core.round import RoundResult
 from gpufair.errors import InputError
-from gpufair.model import (
-    ClusterState,
-    JobState,
-    Migrate,
-    Plan,
-    Preempt,
-    Resize,
-    Resume,
-    Start,
-)
+from gpufair.model import Action, ClusterState, JobState, Preempt, SetPriority
 from gpufair.model.snapshot import load_snapshot
-from gpufair.policy.base import Policy
+from gpufair.plugin.daemon import Daemon
+from gpufair.plugin.service import build_daemon
+from gpufair.plugin.store import Store
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    dry = sub.add_parser("dry-run", help="what the daemon would do with a saved state, and why")
+    dry.add_argument("snapshot", nargs="?", help="gpufair snapshot JSON")
+    dry.add_argument("--squeue", help="raw `squeue --json` output instead of a snapshot")
+    dry.add_argument("--sinfo", help="raw `sinfo --json` output (with --squeue)")
+    dry.add_argument("--partitions", help="managed partitions for raw Slurm files "
+                     "(comma-separated; default: [slurm] managed_partitions)")
+    dry.add_argument("--config", help="gpufair.toml: the daemon's policy, options, guards")
+    dry.add_argument("--policy", help="override [daemon] policy")
+    dry.add_argument("--seed", type=int, help="override [daemon] seed")
+    dry.add_argument("--store", help="start from (a copy of) the daemon's state store")
+    dry.add_argument("--json", action="store_true")
+    dry.set_defaults(func=run)
 
 
 @dataclass(frozen=True)
@@ -44,22 +63,87 @@ class Decision:
     why: str
 
 
-def load_state(snapshot: str | None, squeue: str | None = None, sinfo: str | None = None,
-               managed_partitions: tuple[str, ...] = ()) -> ClusterState:
-    if snapshot is not None:
-        return load_snapshot(snapshot)
-    if squeue is None or sinfo is None:
-        raise InputError("dry-run", "give a snapshot file, or both --squeue and --sinfo")
+def run(args: argparse.Namespace) -> int:
+    if args.snapshot is None and args.squeue is None:
+        raise InputError("dry-run", "give a snapshot file, or --squeue and --sinfo")
+    config = load_config(args.config)
+    if args.seed is not None:
+        config = replace(config, daemon=replace(config.daemon, seed=args.seed))
+    slurm = None
+    if args.snapshot is not None:
+        source: Any = load_snapshot(args.snapshot)
+    else:
+        slurm = raw_slurm_adapter(config, args.squeue, args.sinfo, args.partitions)
+        source = slurm
+    adapter = RecordingAdapter(source)
+    with _scratch_store(args.store) as store:
+        daemon = build_daemon(config, adapter, store, policy=args.policy, dry_run=True)
+        if args.store:
+            daemon.restore_policy_state()
+        daemon.run_round(preemptive=True)
+    result = daemon.last
+    if result is None:   # the recording adapter cannot be unavailable; be explicit anyway
+        raise InputError("dry-run", "no round was run")
+    left = []
+    if slurm is not None and slurm.last_view is not None:
+        seen = {j.id for j in result.state.jobs}
+        left = [j for j in slurm.last_view.state.active_jobs() if j.id not in seen]
+    rows = explain(result, adapter.recorded, daemon) + [
+        Decision(j.id, j.tenant, j.state.value, j.gpus, _nodes(j.gpus_held), "left to Slurm",
+                 "", "not held by gpufair (unmanaged partition or released already)")
+        for j in left]
+    render = render_json if args.json else render_table
+    print(render(daemon.policy.name, result, rows))
+    return 0
+
+
+def raw_slurm_adapter(config: Config, squeue: str, sinfo: str | None,
+                      partitions: str | None) -> SlurmAdapter:
+    if sinfo is None:
+        raise InputError("dry-run", "--squeue needs --sinfo too")
     jobs = _read_json(squeue, "jobs")
     nodes = _read_json(sinfo, "nodes")
-    view = translate(jobs, nodes, now=_latest_time(jobs), managed_partitions=managed_partitions,
-                     source=squeue)
-    return view.state
+    settings = config.slurm
+    if partitions is not None:
+        settings = replace(settings, managed_partitions=tuple(
+            p for p in partitions.split(",") if p))
+    latest = _latest_time(jobs)
+    return SlurmAdapter(FileTransport(jobs, nodes), settings, clock=lambda: latest,
+                        mode=config.daemon.mode)
+
+
+class _scratch_store:
+    """An in-memory store, or an in-memory copy of the daemon's (never written back)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def __enter__(self) -> Store:
+        if self.path is None:
+            self.store = Store(":memory:")
+            return self.store
+        try:
+            source = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            self.tmp = tempfile.TemporaryDirectory(prefix="gpufair-dry-run-")
+            copy = sqlite3.connect(str(Path(self.tmp.name) / "state.db"))
+            source.backup(copy)
+            source.close()
+            copy.close()
+        except sqlite3.Error as exc:
+            raise InputError(self.path, f"cannot read the state store: {exc}") from exc
+        self.store = Store(Path(self.tmp.name) / "state.db")
+        return self.store
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+        if self.tmp is not None:
+            self.tmp.cleanup()
 
 
 def _read_json(path: str, key: str) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_bytes().decode("utf-8", "replace"))
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
@@ -84,44 +168,44 @@ def _latest_time(doc: Mapping[str, Any]) -> float:
     return max(times)
 
 
-def decide(state: ClusterState, policy: Policy) -> tuple[Plan, list[Decision]]:
-    state = with_default_profiles(state)
-    plan = policy.schedule(state, state.time_s)
-    actions = {a.job_id: a for a in plan_actions(state, plan)}
+def explain(result: RoundResult, recorded: list[Action], daemon: Daemon) -> list[Decision]:
+    """One row per active job: the action the round took on it (or held back), and why."""
+    state, plan = result.state, result.plan
+    acted = {a.job_id: a for a in recorded}
+    held = {d.action.job_id: d for d in result.deferred}
     placed = plan.by_job()
     ranked = sorted(plan.priorities.items(), key=lambda kv: (-kv[1], kv[0]))
     rank = {job_id: i + 1 for i, (job_id, _) in enumerate(ranked)}
-    free_after = _free_gpus(state, plan)
+    free_after = state.gpu_count() - sum(a.size for a in plan.assignments)
+    name = daemon.policy.name
     rows = []
     for job in state.active_jobs():
-        action = actions.get(job.id)
+        action = acted.get(job.id)
         assignment = placed.get(job.id)
         order = f"rank {rank[job.id]}/{len(rank)}" if job.id in rank else "unranked"
-        if isinstance(action, Start):
-            decision, why = "start", f"{order}; placed by {policy.name}"
-        elif isinstance(action, Resume):
-            decision, why = "resume", f"{order}; placed by {policy.name}"
+        if isinstance(action, SetPriority):
+            decision, why = "priority", f"{order}; soft mode: Slurm places ({action.priority:g})"
         elif isinstance(action, Preempt):
             decision, why = "preempt", f"{order}; its GPUs go to higher-ranked jobs"
-        elif isinstance(action, (Migrate, Resize)):
+        elif action is not None:
             decision = type(action).__name__.lower()
-            why = f"{order}; the plan gives it {assignment.size if assignment else 0} GPUs " \
-                  "elsewhere"
+            why = f"{order}; placed by {name}" if decision in ("start", "resume") else \
+                f"{order}; the plan gives it {assignment.size if assignment else 0} GPUs " \
+                "elsewhere"
+        elif job.id in held:
+            decision = f"not {type(held[job.id].action).__name__.lower()}"
+            why = f"{order}; held back: {held[job.id].reason}"
         elif assignment is not None:
             decision, why = "keep", f"{order}; stays where it runs"
         elif job.state is JobState.SUSPENDED:
             decision, why = "stay suspended", f"{order}; not in the plan"
         else:
-            decision = "wait"
+            decision = "keep running" if job.state is JobState.RUNNING else "wait"
             why = f"{order}; asks {job.gpus} GPUs, {free_after} free after the plan"
         rows.append(Decision(job.id, job.tenant, job.state.value, job.gpus,
                              _nodes(job.gpus_held), decision,
                              _nodes(assignment.gpu_ids) if assignment else "", why))
-    return plan, rows
-
-
-def _free_gpus(state: ClusterState, plan: Plan) -> int:
-    return state.gpu_count() - sum(a.size for a in plan.assignments)
+    return rows
 
 
 def _nodes(gpu_ids: tuple[str, ...]) -> str:
@@ -132,20 +216,25 @@ def _nodes(gpu_ids: tuple[str, ...]) -> str:
     return ",".join(f"{n}:{c}" for n, c in counts.items())
 
 
-def render_json(policy: str, state: ClusterState, plan: Plan, rows: list[Decision]) -> str:
-    data = {"policy": policy, "time_s": state.time_s, "reason": plan.reason,
-            "gpus": state.gpu_count(),
-            "jobs": [row.__dict__ for row in rows]}
+def render_json(policy: str, result: RoundResult, rows: list[Decision]) -> str:
+    state: ClusterState = result.state
+    data = {"policy": policy, "time_s": state.time_s, "reason": result.plan.reason,
+            "gpus": state.gpu_count(), "jobs": [row.__dict__ for row in rows],
+            "actions": [{"kind": type(a).__name__, "job_id": a.job_id, "key": k}
+                        for a, k in zip(result.actions, result.keys, strict=True)],
+            "deferred": [{"kind": type(d.action).__name__, "job_id": d.action.job_id,
+                          "reason": d.reason} for d in result.deferred]}
     return json.dumps(data, sort_keys=True, indent=2)
 
 
-def render_table(policy: str, state: ClusterState, plan: Plan, rows: list[Decision]) -> str:
+def render_table(policy: str, result: RoundResult, rows: list[Decision]) -> str:
+    state = result.state
     header = ("job", "tenant", "state", "gpus", "now on", "decision", "planned on", "why")
     cells = [header] + [(r.job_id, r.tenant, r.state, str(r.gpus), r.now_on or "-", r.decision,
                          r.planned_on or "-", r.why) for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header) - 1)]
     lines = [f"policy {policy} at t={state.time_s:g} on {state.gpu_count()} GPUs: "
-             f"{plan.reason} (dry run: nothing applied)"]
+             f"{result.plan.reason} (dry run: nothing applied)"]
     for row in cells:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True))
                      + "  " + row[-1])

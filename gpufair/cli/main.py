@@ -1,57 +1,27 @@
-"""The `gpufair` command line: simulate and compare policies, validate snapshots, profile job
-logs, run the Slurm daemon and its hooks, take snapshots and dry-run decisions."""
+"""The `gpufair` command line: simulate and compare policies, validate snapshots and
+configuration, profile job logs, run the Slurm daemon and its hooks, take snapshots and
+dry-run the daemon's decisions."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import math
 import sys
 from collections.abc import Sequence
 
-from gpufair.cli import profile as profile_cli
-from gpufair.cli import slurm as cli_slurm
-from gpufair.core.simulation import SimulationReport, SimulationSpec, simulate
+from gpufair.cli import config as config_cli
+from gpufair.cli import dry_run, profile, simulate, slurm
 from gpufair.errors import InputError
-from gpufair.policy.registry import available_policies
 
 EXIT_INPUT = 2
-
-
-def _sim_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--trace", help="trace file (Shockwave 12-col, Gavel 10-col or MSR "
-                        "7-col); default: the bundled demo trace")
-    parser.add_argument("--throughputs", help="throughputs JSON; default: the bundled one")
-    parser.add_argument("--cluster", help="e.g. v100:32 or v100:8,p100:8,k80:8 or 32:0:0 "
-                        "(default v100:16 for the demo, v100:32 with --trace)")
-    parser.add_argument("--gpus-per-server", help="N, or TYPE:N,... (default 1)")
-    parser.add_argument("--round", type=float, default=120.0, dest="round_s",
-                        help="round length in seconds (default 120)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--semantics", choices=("artifact", "clean"), default="clean")
-    parser.add_argument("--config", help="gpufair.toml, or a policy's JSON options file")
-    parser.add_argument("--json", action="store_true", help="print one JSON object per policy")
-    parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpufair", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
-    sim = sub.add_parser("simulate", help="simulate one policy on a trace and print metrics")
-    _sim_args(sim)
-    sim.add_argument("--policy", default="max_min",
-                     help=f"one of {', '.join(available_policies())}")
-    cmp_ = sub.add_parser("compare", help="simulate several policies, one table")
-    _sim_args(cmp_)
-    cmp_.add_argument("--policies", default="fifo,srtf,las,max_min,max_sum_throughput",
-                      help="comma-separated policy names")
-    val = sub.add_parser("validate", help="check a snapshot file")
-    val.add_argument("snapshot", nargs="+")
-    sub.add_parser("policies", help="list the installed policies")
-    profile_cli.add_parser(sub)
-    cli_slurm.add_parsers(sub)
+    for group in (simulate, config_cli, profile, slurm, dry_run):
+        group.add_parsers(sub)
     return parser
 
 
@@ -60,103 +30,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        if args.command == "simulate":
-            return _run_policies(args, [args.policy])
-        if args.command == "compare":
-            names = [p.strip() for p in args.policies.split(",") if p.strip()]
-            return _run_policies(args, names)
-        if args.command == "validate":
-            return _validate(args.snapshot)
-        if args.command == "profile":
-            return profile_cli.run(args)
-        if args.command in cli_slurm.COMMANDS:
-            return cli_slurm.run(args)
-        print("\n".join(available_policies()))
-        return 0
+        return int(args.func(args))
     except InputError as exc:
         print(f"gpufair: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-
-
-def _run_policies(args: argparse.Namespace, names: list[str]) -> int:
-    reports = []
-    for name in names:
-        spec = SimulationSpec(trace=args.trace, throughputs=args.throughputs,
-                              cluster=args.cluster, gpus_per_server=args.gpus_per_server,
-                              policy=name, round_s=args.round_s, seed=args.seed,
-                              semantics=args.semantics, config=args.config)
-        report = simulate(spec, progress=False if args.no_progress else None)
-        reports.append(report)
-        if args.json:
-            print(json.dumps(_jsonable(report.as_dict()), sort_keys=True))
-    if not args.json:
-        print(render_table(reports))
-    return 0
-
-
-def _jsonable(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-_ROWS = [
-    ("jobs", lambda r: f"{r.metrics.num_jobs}"),
-    ("makespan (s)", lambda r: f"{r.metrics.makespan_s:.0f}"),
-    ("avg JCT (s)", lambda r: f"{r.metrics.avg_jct_s:.0f}"),
-    ("p90 JCT (s)", lambda r: f"{r.metrics.p90_jct_s:.0f}"),
-    ("worst rho", lambda r: f"{r.metrics.worst_rho:.3f}"),
-    ("mean rho", lambda r: f"{r.metrics.mean_rho:.3f}"),
-    ("unfair >1.0 (%)", lambda r: f"{100 * r.metrics.unfair_fraction['1.0']:.1f}"),
-    ("unfair >1.05 (%)", lambda r: f"{100 * r.metrics.unfair_fraction['1.05']:.1f}"),
-    ("unfair >1.1 (%)", lambda r: f"{100 * r.metrics.unfair_fraction['1.1']:.1f}"),
-    ("Jain (1/rho)", lambda r: f"{r.metrics.jain:.3f}"),
-    ("utilization", lambda r: f"{r.metrics.utilization:.3f}"),
-    ("rounds", lambda r: f"{r.rounds}"),
-    ("wall (s)", lambda r: f"{r.wall_s:.2f}"),
-    ("solver share", lambda r: f"{r.solver_s / r.wall_s:.0%}" if r.wall_s else "-"),
-]
-
-
-def render_table(reports: Sequence[SimulationReport]) -> str:
-    header = ["metric"] + [r.policy for r in reports]
-    rows = [[label] + [fmt(r) for r in reports] for label, fmt in _ROWS]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
-             for row in [header, *rows]]
-    first = reports[0]
-    lines.insert(0, f"trace: {first.trace}  semantics: {first.semantics}  "
-                    f"GPUs: {first.num_gpus}")
-    dropped = {d.index for r in reports for d in r.dropped}
-    if dropped:
-        lines.append(f"{len(dropped)} trace jobs could not be simulated on this cluster "
-                     "(run with --json for the reasons)")
-    return "\n".join(lines)
-
-
-def _validate(paths: Sequence[str]) -> int:
-    from gpufair.model.snapshot import read_snapshot_json, validate_snapshot
-    status = 0
-    for path in paths:
-        try:
-            data = read_snapshot_json(path)
-        except InputError as exc:
-            print(f"{exc}", file=sys.stderr)
-            status = 1
-            continue
-        problems = validate_snapshot(data, path)
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        if problems:
-            status = 1
-        else:
-            print(f"{path}: ok")
-    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

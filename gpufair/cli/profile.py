@@ -12,7 +12,7 @@ from gpufair.profiler.parsers import BY_NAME
 from gpufair.profiler.profiler import profile_file
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     prof = sub.add_parser("profile", help="extract iteration times, progress and batch-size "
                           "regimes from training logs")
     prof.add_argument("logs", nargs="+", metavar="LOGFILE",
@@ -20,6 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     prof.add_argument("--format", choices=[*BY_NAME, "tensorboard"],
                       help="skip auto-detection")
     prof.add_argument("--json", action="store_true", help="one JSON object per log")
+    prof.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

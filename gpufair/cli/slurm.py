@@ -1,7 +1,7 @@
-"""The Slurm-side subcommands of ``gpufair``: serve, hook, snapshot, dry-run.
+"""The Slurm commands: ``serve`` (the daemon), ``hook`` (prolog/epilog), ``snapshot``.
 
-Kept apart from cli.py so that the simulation commands and these evolve independently; cli.py
-only registers them and dispatches.
+This module is where the Slurm adapter is chosen; the daemon behind it knows only the
+resource-manager protocol.
 """
 
 from __future__ import annotations
@@ -10,87 +10,61 @@ import argparse
 import json
 import sys
 
-from gpufair.errors import InputError
-
-COMMANDS = ("serve", "hook", "snapshot", "dry-run")
-
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    serve = sub.add_parser("serve", help="run the arbiter daemon against Slurm")
+    serve = sub.add_parser("serve", help="run the daemon against Slurm")
     serve.add_argument("--config", required=True, help="gpufair.toml")
     serve.add_argument("--policy", help="override [daemon] policy")
     serve.add_argument("--dry-run", action="store_true",
-                       help="log (and journal as skipped) the actions; take none")
+                       help="log and journal the actions against a recording adapter; take none")
     serve.add_argument("--rounds", type=int, help="stop after this many rounds")
+    serve.set_defaults(func=run_serve)
     hook = sub.add_parser("hook", help="Slurm prolog/epilog entry point (always exits 0)")
     hook.add_argument("kind", choices=("prolog", "epilog", "prolog-slurmctld",
                                        "epilog-slurmctld"))
-    snap = sub.add_parser("snapshot", help="print the live cluster as a gpufair snapshot")
+    hook.set_defaults(func=run_hook)
+    snap = sub.add_parser("snapshot", help="print the state the daemon's round would see")
     snap.add_argument("--slurm", action="store_true", required=True,
                       help="read from Slurm (squeue/sinfo --json, or slurmrestd per config)")
-    snap.add_argument("--config", help="gpufair.toml ([slurm] transport, partitions)")
-    dry = sub.add_parser("dry-run", help="what a policy would do with a snapshot, and why")
-    dry.add_argument("snapshot", nargs="?", help="gpufair snapshot JSON")
-    dry.add_argument("--squeue", help="raw `squeue --json` output instead of a snapshot")
-    dry.add_argument("--sinfo", help="raw `sinfo --json` output (with --squeue)")
-    dry.add_argument("--partitions", default="",
-                     help="managed partitions for raw Slurm files (comma-separated; all)")
-    dry.add_argument("--policy", default="las")
-    dry.add_argument("--config", help="gpufair.toml (policy options, seed)")
-    dry.add_argument("--seed", type=int, default=0)
-    dry.add_argument("--json", action="store_true")
+    snap.add_argument("--config", help="gpufair.toml ([slurm] transport, partitions; mode)")
+    snap.set_defaults(func=run_snapshot)
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.command == "hook":
-        from gpufair.plugin.hooks import run as run_hook
-        return run_hook(args.kind)
-    if args.command == "serve":
-        from gpufair.core.config import load_config
-        from gpufair.plugin.service import serve
-        return serve(load_config(args.config), dry_run=args.dry_run, policy=args.policy,
-                     max_rounds=args.rounds, verbose=args.verbose)
-    if args.command == "snapshot":
-        return _snapshot(args)
-    return _dry_run(args)
+def run_hook(args: argparse.Namespace) -> int:
+    from gpufair.plugin.hooks import run
+    return run(args.kind)
 
 
-def _snapshot(args: argparse.Namespace) -> int:
-    from gpufair.adapters.slurm import SlurmUnavailable
+def run_serve(args: argparse.Namespace) -> int:
+    from gpufair.adapters.slurm import SlurmAdapter
+    from gpufair.core.config import load_config
+    from gpufair.plugin.service import serve
+    config = load_config(args.config)
+    adapter = SlurmAdapter.from_settings(config.slurm, mode=config.daemon.mode)
+    return serve(config, adapter, dry_run=args.dry_run, policy=args.policy,
+                 max_rounds=args.rounds, verbose=args.verbose)
+
+
+def run_snapshot(args: argparse.Namespace) -> int:
+    """What ``adapter.snapshot()`` returns — in hard mode only the jobs gpufair may start,
+    with the nodes of jobs already released blocked — plus what the jobs' logs measure:
+    the exact input of the daemon's round, so a dry run of it shows what the daemon does."""
+    from gpufair.adapters.slurm import SlurmAdapter, SlurmUnavailable
     from gpufair.core.config import load_config
     from gpufair.core.enrich import measure
     from gpufair.model.snapshot import state_to_dict
-    from gpufair.plugin.service import build_adapter
-    from gpufair.plugin.service_config import service_config
     from gpufair.profiler.profiler import Profiler
-    svc = service_config(load_config(args.config).sections)
-    adapter = build_adapter(svc.slurm, mode=svc.daemon.get("mode", "hard"))
+    config = load_config(args.config)
+    adapter = SlurmAdapter.from_settings(config.slurm, mode=config.daemon.mode)
     try:
-        view = adapter.view()
+        state = adapter.snapshot()
     except SlurmUnavailable as exc:
         print(f"gpufair: error: Slurm unavailable: {exc}", file=sys.stderr)
         return 1
-    for problem in view.problems:
-        print(f"gpufair: warning: {problem}", file=sys.stderr)
-    state = measure(view.state, Profiler())   # progress and throughput from the jobs' logs
-    data = state_to_dict(state, source={"adapter": f"slurm/{adapter.transport.name}"})
+    if adapter.last_view is not None:
+        for problem in adapter.last_view.problems:
+            print(f"gpufair: warning: {problem}", file=sys.stderr)
+    state = measure(state, Profiler())   # progress and throughput from the jobs' logs
+    data = state_to_dict(state, source={"adapter": adapter.name})
     print(json.dumps(data, sort_keys=True, indent=2, allow_nan=False))
-    return 0
-
-
-def _dry_run(args: argparse.Namespace) -> int:
-    from gpufair.cli.dry_run import decide, load_state, render_json, render_table
-    from gpufair.core.config import load_config
-    from gpufair.policy.base import PolicyConfig
-    from gpufair.policy.registry import create_policy
-    if args.snapshot is None and args.squeue is None:
-        raise InputError("dry-run", "give a snapshot file, or --squeue and --sinfo")
-    config = load_config(args.config)
-    parts = tuple(p for p in args.partitions.split(",") if p)
-    state = load_state(args.snapshot, args.squeue, args.sinfo, parts)
-    policy = create_policy(args.policy, PolicyConfig(seed=args.seed,
-                                                     options=config.policy_options(args.policy)))
-    plan, rows = decide(state, policy)
-    render = render_json if args.json else render_table
-    print(render(policy.name, state, plan, rows))
     return 0

@@ -1,55 +1,136 @@
-"""gpufair's configuration file (TOML), validated so a typo is an error, not a silent default.
+"""gpufair's configuration: one schema, checked once, one typed object every command reads.
 
-```toml
-[solver]
-backend = "auto"        # auto | gurobi | highs | ecos (LPs only)
-time_limit_s = 30
-threads = 2
+``gpufair.toml`` has these sections; each is a frozen dataclass of options declared with
+:func:`gpufair.settings.setting` where its code lives, and :func:`load_config` checks them all
+(unknown sections and keys, wrong types, out-of-range values are errors naming the file, the
+section and the key):
 
-[policies.las]
-queue_thresholds_gpu_s = [3600, 36000]
-```
+- ``[solver]``: :class:`SolverOptions` (below);
+- ``[daemon]``: :class:`DaemonOptions` (below): the round, its guards, the service;
+- ``[slurm]``: :class:`gpufair.adapters.slurm.adapter.SlurmSettings`;
+- ``[store]``: :class:`StoreOptions` (below);
+- ``[policies.NAME]``: the ``Options`` class of that policy (``gpufair/policy/...``).
+
 A ``.json`` file is taken as the options of the policy being run, so artifact configuration
 files (e.g. Shockwave's ``tacc_32gpus.json``) are accepted as they are.
+
+:meth:`Config.policy_config` is the one place a policy's configuration is put together, for
+``simulate``, ``serve`` and ``dry-run`` alike.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from gpufair.adapters.slurm.adapter import SlurmSettings
+from gpufair.core.round import RoundRules
 from gpufair.errors import InputError
+from gpufair.model import PreemptMode
+from gpufair.policy.base import PolicyConfig
+from gpufair.policy.registry import policy_class, resolve_policy
+from gpufair.settings import describe, parse_settings, setting
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-_SOLVER_KEYS = {"backend": str, "time_limit_s": (int, float), "threads": int}
-_TOP_KEYS = {"solver", "policies", "simulator", "daemon", "slurm", "yarn", "profiler", "store"}
+#: The round length of the papers' simulators (Gavel, Shockwave) and of the daemon's timer.
+DEFAULT_ROUND_S = 120.0
 
 
 @dataclass(frozen=True)
-class SolverSettings:
-    backend: str | None = None  # None: the caller's default (artifact runs use ECOS)
-    time_limit_s: float | None = None
-    threads: int | None = None
+class SolverOptions:
+    """``[solver]``: which LP/MILP backend, and how long it may take."""
+
+    backend: str | None = setting(
+        None, "auto: Gurobi when licensed for the model, else HiGHS; unset: the caller's"
+        " default (artifact simulations use ECOS)", choices=("auto", "gurobi", "highs", "ecos"))
+    time_limit_s: float | None = setting(None, "per solve", gt=0.0)
+    threads: int | None = setting(None, "solver threads", ge=1)
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    """``[daemon]``: the policy and round of ``gpufair serve`` (and of ``dry-run``, which is
+    the same round), the guards on its actions, and the service around it."""
+
+    policy: str = setting("las", "any installed policy (gpufair policies)")
+    round_s: float = setting(DEFAULT_ROUND_S, "timer rounds (may preempt); hook events add"
+                             " fill-only rounds", gt=0.0)
+    seed: int = setting(0, "seed of the policy's random choices", ge=0)
+    mode: str = setting("hard", "hard: gpufair starts/places/preempts; soft: priorities only",
+                        choices=("hard", "soft"))
+    max_preempt_share: float = setting(
+        0.5, "at most this share of all GPUs taken from running jobs per round (preemptions,"
+        " migrations and resizes alike)", ge=0.0, le=1.0)
+    min_runtime_s: float = setting(0.0, "a job that started less than this long ago keeps"
+                                   " its GPUs", ge=0.0)
+    grace_s: float = setting(0.0, "checkpoint signal, then this long, then the preemption",
+                             ge=0.0)
+    preempt_mode: str = setting("requeue", "requeue, or suspend (suspended Slurm jobs keep"
+                                " their GPUs)", choices=("requeue", "suspend"))
+    action_interval_s: float = setting(0.0, "pause between actions (spreads load on the"
+                                       " resource manager)", ge=0.0)
+    hook_dir: str = setting("/var/spool/gpufair", "spool and wake socket shared with the"
+                            " hooks")
+    metrics_host: str = setting("127.0.0.1", "address of the Prometheus endpoint")
+    metrics_port: int = setting(9464, "port of /metrics; 0: no endpoint", ge=0, le=65535)
+    log_format: str = setting("json", "json: one object per line; text", choices=("json",
+                                                                                  "text"))
+
+    def rules(self) -> RoundRules:
+        return RoundRules(mode=self.mode, max_preempt_share=self.max_preempt_share,
+                          min_runtime_s=self.min_runtime_s, grace_s=self.grace_s,
+                          preempt_mode=PreemptMode(self.preempt_mode))
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """``[store]``: where the daemon keeps its journal, history and policy state."""
+
+    path: str = setting("/var/lib/gpufair/state.db", "SQLite database (WAL)")
+
+
+SECTIONS: Mapping[str, type] = MappingProxyType({
+    "solver": SolverOptions, "daemon": DaemonOptions, "slurm": SlurmSettings,
+    "store": StoreOptions})
 
 
 @dataclass(frozen=True)
 class Config:
-    solver: SolverSettings = field(default_factory=SolverSettings)
-    policies: dict[str, dict[str, Any]] = field(default_factory=dict)
-    sections: dict[str, Any] = field(default_factory=dict)
-    policy_json: dict[str, Any] | None = None
+    source: str = "<defaults>"
+    solver: SolverOptions = field(default_factory=SolverOptions)
+    daemon: DaemonOptions = field(default_factory=DaemonOptions)
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    store: StoreOptions = field(default_factory=StoreOptions)
+    #: policy name → its checked options object (from ``[policies.NAME]``)
+    policies: Mapping[str, Any] = field(default_factory=dict)
+    #: a JSON config file: options of whichever policy runs, checked when it is named
+    policy_json: Mapping[str, Any] | None = None
 
-    def policy_options(self, name: str) -> dict[str, Any]:
+    def policy_config(self, name: str | None = None, *, round_s: float | None = None,
+                      seed: int | None = None, recompute_interval_s: float = 0.0,
+                      default_backend: str = "auto") -> PolicyConfig:
+        """The policy's configuration: [daemon] round and seed unless the caller overrides
+        them (a simulation's --round and --seed), [solver], and the policy's own options."""
+        name = resolve_policy(name or self.daemon.policy)
+        options: Any = self.policies.get(name, {})
         if self.policy_json is not None:
-            return dict(self.policy_json)
-        return dict(self.policies.get(name, {}))
+            options = self.policy_json
+        return PolicyConfig(
+            round_s=self.daemon.round_s if round_s is None else round_s,
+            recompute_interval_s=recompute_interval_s,
+            seed=self.daemon.seed if seed is None else seed,
+            solver_backend=self.solver.backend or default_backend,
+            solver_time_limit_s=self.solver.time_limit_s, solver_threads=self.solver.threads,
+            options=options, options_source=self.source)
 
 
 def load_config(path: str | Path | None) -> Config:
@@ -60,6 +141,8 @@ def load_config(path: str | Path | None) -> Config:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(str(path), f"cannot read config: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"not UTF-8 text (byte {exc.start})") from exc
     if path.suffix == ".json":
         try:
             data = json.loads(text)
@@ -67,7 +150,7 @@ def load_config(path: str | Path | None) -> Config:
             raise InputError(str(path), f"invalid JSON: {exc.msg}", line=exc.lineno) from exc
         if not isinstance(data, dict):
             raise InputError(str(path), "expected a JSON object of policy options")
-        return Config(policy_json=data)
+        return Config(source=str(path), policy_json=data)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -75,28 +158,37 @@ def load_config(path: str | Path | None) -> Config:
     return config_from_dict(data, str(path))
 
 
-def config_from_dict(data: dict[str, Any], source: str = "<config>") -> Config:
+def config_from_dict(data: Mapping[str, Any], source: str = "<config>") -> Config:
+    known = [*SECTIONS, "policies"]
     for key in data:
-        if key not in _TOP_KEYS:
-            raise InputError(source, f"unknown section; expected one of {sorted(_TOP_KEYS)}",
+        if key not in known:
+            raise InputError(source, f"unknown section; expected one of {', '.join(known)}",
                              field=key)
-    solver = data.get("solver", {})
-    if not isinstance(solver, dict):
-        raise InputError(source, "expected a table", field="solver")
-    for key, value in solver.items():
-        kind = _SOLVER_KEYS.get(key)
-        if kind is None:
-            raise InputError(source, f"unknown key; expected {sorted(_SOLVER_KEYS)}",
-                             field=f"solver.{key}")
-        if isinstance(value, bool) or not isinstance(value, kind):
-            raise InputError(source, "wrong type", field=f"solver.{key}", value=value)
-    if solver.get("backend", "auto") not in ("auto", "gurobi", "highs", "ecos"):
-        raise InputError(source, "expected auto, gurobi, highs or ecos", field="solver.backend",
-                         value=solver["backend"])
+    sections = {name: parse_settings(cls, data.get(name), source=source, section=name)
+                for name, cls in SECTIONS.items()}
     policies = data.get("policies", {})
-    if not isinstance(policies, dict) or any(not isinstance(v, dict) for v in policies.values()):
+    if not isinstance(policies, Mapping):
         raise InputError(source, "expected [policies.NAME] tables", field="policies")
-    from gpufair.plugin.service_config import service_config
-    service_config(data, source)  # [daemon], [slurm], [store]: typos are errors here too
-    return Config(solver=SolverSettings(**solver), policies=policies,
-                  sections={k: v for k, v in data.items() if k not in ("solver", "policies")})
+    checked: dict[str, Any] = {}
+    for raw_name, options in policies.items():
+        name = resolve_policy(raw_name, source=source, field=f"policies.{raw_name}")
+        schema = getattr(policy_class(name), "Options", None)
+        if schema is None:  # a third-party policy without a declared schema checks its own
+            checked[name] = options
+            continue
+        checked[name] = parse_settings(schema, options, source=source,
+                                       section=f"policies.{raw_name}",
+                                       ignored=getattr(schema, "ARTIFACT_UNUSED", ()))
+    resolve_policy(sections["daemon"].policy, source=source, field="daemon.policy")
+    return Config(source=source, policies=checked, **sections)
+
+
+def schema_rows() -> list[tuple[str, str, Any, str]]:
+    """Every option of every section (policies included): the reference table."""
+    from gpufair.policy.registry import available_policies
+    rows = [row for name, cls in SECTIONS.items() for row in describe(cls, name)]
+    for name in available_policies():
+        schema = getattr(policy_class(name), "Options", None)
+        if schema is not None:
+            rows += describe(schema, f"policies.{name}")
+    return rows

@@ -1,49 +1,134 @@
-"""The arbiter loop body: snapshot → policy → plan → diff → actions, for any adapter."""
+"""One round, once: snapshot → enrich → schedule → diff → guards → keyed actions.
+
+The simulator, the daemon and the dry run all call :meth:`Round.run`; they differ only in what
+they put around it (a virtual clock; a journal and a live resource manager; a recording
+adapter). That is what makes a dry run show exactly what the daemon would do.
+
+Stages:
+
+1. *enrich*: the job history (first arrival and attained service that survive requeues and
+   restarts) when the caller keeps one, then each enricher in order (measured profiles from
+   the jobs' logs, neutral profiles for what is unmeasured);
+2. *schedule*: the policy's plan for the enriched state;
+3. *diff*: hard mode turns the plan into the smallest list of starts, moves and preemptions
+   (:mod:`gpufair.core.actions`); soft mode into priorities by rank;
+4. *guards*: frozen nodes, minimum runtime, preemption cap (:mod:`gpufair.core.guards`);
+5. *keys*: each action gets an idempotency key bound to the job's incarnation, so the same
+   decision about the same run of a job is recognised across rounds and restarts.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from gpufair.adapters.base import Adapter
 from gpufair.core.actions import plan_actions
-from gpufair.model import Action, ActionResult, ClusterState, Plan, PreemptMode
+from gpufair.core.guards import (
+    Deferred,
+    Guard,
+    min_runtime,
+    preemption_cap,
+    rank_priorities,
+    unusable_nodes,
+)
+from gpufair.core.history import merge_history
+from gpufair.model import (
+    Action,
+    ClusterState,
+    Job,
+    JobState,
+    Plan,
+    PreemptMode,
+    SetPriority,
+)
 from gpufair.policy.base import Policy
+
+Enricher = Callable[[ClusterState], ClusterState]
+
+
+@dataclass(frozen=True)
+class RoundRules:
+    """What a round may do. The defaults guard nothing: a simulation's rounds act exactly on
+    the plan; the daemon's come from ``[daemon]`` (:meth:`DaemonOptions.rules`)."""
+
+    mode: str = "hard"                    # hard: start/place/preempt; soft: priorities only
+    max_preempt_share: float = 1.0
+    min_runtime_s: float = 0.0
+    grace_s: float = 0.0
+    preempt_mode: PreemptMode = PreemptMode.REQUEUE
+
+    def guards(self) -> list[Guard]:
+        return [unusable_nodes, min_runtime(self.min_runtime_s),
+                preemption_cap(self.max_preempt_share)]
 
 
 @dataclass
-class RoundRecord:
-    state: ClusterState
+class RoundResult:
+    state: ClusterState                   # what the policy saw (enriched)
     plan: Plan
     actions: list[Action]
-    results: list[ActionResult] = field(default_factory=list)
+    keys: list[str]                       # idempotency key of each action
+    deferred: list[Deferred] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)  # rows for the store
     policy_s: float = 0.0
+    preemptive: bool = True
 
 
-class Arbiter:
-    """One decision per call. ``dry_run`` computes and returns the actions without applying."""
+def incarnation(job: Job) -> str:
+    """One run of a job: a requeue or restart is a new incarnation of the same id."""
+    started = "" if job.start_s is None or job.state is not JobState.RUNNING \
+        else f"@{job.start_s:.0f}"
+    return f"{job.id}#{job.restarts}{started}"
 
-    def __init__(self, adapter: Adapter, policy: Policy, *,
-                 preempt_mode: PreemptMode = PreemptMode.REQUEUE, grace_s: float = 0.0,
-                 dry_run: bool = False) -> None:
-        self.adapter = adapter
+
+def action_key(action: Action, job: Job | None) -> str:
+    """Stable across rounds for the same decision on the same incarnation of a job."""
+    what = ",".join(sorted(getattr(action, "gpu_ids", ()))) or \
+        getattr(getattr(action, "mode", None), "value", "") or \
+        f"{getattr(action, 'priority', '')}"
+    who = incarnation(job) if job is not None else action.job_id
+    return f"{type(action).__name__.lower()}:{who}:{what}"
+
+
+class Round:
+    """The round pipeline around one policy; keeps the policy's time for the benchmarks."""
+
+    def __init__(self, policy: Policy, rules: RoundRules | None = None, *,
+                 enrichers: Sequence[Enricher] = ()) -> None:
         self.policy = policy
-        self.preempt_mode = preempt_mode
-        self.grace_s = grace_s
-        self.dry_run = dry_run
+        self.rules = rules or RoundRules()
+        self.enrichers = tuple(enrichers)
         self.policy_s = 0.0
         self.decisions = 0
 
-    def step(self, *, preemptive: bool = True) -> RoundRecord:
-        state = self.adapter.snapshot()
+    def run(self, state: ClusterState, *, preemptive: bool = True,
+            history: Mapping[str, Mapping[str, Any]] | None = None) -> RoundResult:
+        rows: list[dict[str, Any]] = []
+        if history is not None:
+            state, rows = merge_history(state, history)
+        for enrich in self.enrichers:
+            state = enrich(state)
         started = time.perf_counter()
         plan = self.policy.schedule(state, state.time_s)
         elapsed = time.perf_counter() - started
         self.policy_s += elapsed
         self.decisions += 1
-        actions = plan_actions(state, plan, preemptive=preemptive,
-                               preempt_mode=self.preempt_mode, grace_s=self.grace_s)
-        record = RoundRecord(state, plan, actions, policy_s=elapsed)
-        if not self.dry_run and actions:
-            record.results = self.adapter.apply(actions)
-        return record
+        actions = self.diff(state, plan, preemptive)
+        deferred: list[Deferred] = []
+        for guard in self.rules.guards():
+            actions, held = guard(state, actions)
+            deferred += held
+        jobs = {j.id: j for j in state.jobs}
+        keys = [action_key(a, jobs.get(a.job_id)) for a in actions]
+        return RoundResult(state, plan, actions, keys, deferred, rows, elapsed, preemptive)
+
+    def diff(self, state: ClusterState, plan: Plan, preemptive: bool) -> list[Action]:
+        if self.rules.mode == "soft":
+            pending = {j.id for j in state.jobs if j.state is JobState.PENDING}
+            wanted = rank_priorities({k: v for k, v in plan.priorities.items()
+                                      if k in pending})
+            return [SetPriority(job_id, float(p)) for job_id, p in wanted.items()]
+        return plan_actions(state, plan, preemptive=preemptive,
+                            preempt_mode=self.rules.preempt_mode, grace_s=self.rules.grace_s)

@@ -15,11 +15,10 @@ from gpufair.adapters.simulator.engine import DroppedJob, TraceSimulator
 from gpufair.adapters.simulator.semantics import semantics_named
 from gpufair.adapters.simulator.throughputs import load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
-from gpufair.core.config import load_config
-from gpufair.core.round import Arbiter
+from gpufair.core.config import DEFAULT_ROUND_S, load_config
+from gpufair.core.round import Round
 from gpufair.metrics import Metrics
-from gpufair.policy.base import PolicyConfig
-from gpufair.policy.registry import ALIASES, create_policy
+from gpufair.policy.registry import create_policy, resolve_policy
 
 DEMO_TRACE = "demo_60jobs_16gpus.trace"
 DEMO_THROUGHPUTS = "tacc_throughputs_v100.json"
@@ -37,7 +36,7 @@ class SimulationSpec:
     cluster: str | None = None
     gpus_per_server: str | None = None
     policy: str = "max_min"
-    round_s: float = 120.0
+    round_s: float = DEFAULT_ROUND_S
     seed: int = 0
     semantics: str = "clean"
     config: str | None = None
@@ -96,16 +95,14 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> Simulatio
     sim = build_simulator(spec)
     semantics = sim.semantics
     config = load_config(spec.config)
-    name = ALIASES.get(spec.policy, spec.policy)
-    policy_config = PolicyConfig(
-        round_s=spec.round_s, recompute_interval_s=semantics.allocation_recompute_interval_s,
-        seed=spec.seed, solver_backend=config.solver.backend or semantics.lp_backend,
-        solver_time_limit_s=config.solver.time_limit_s, solver_threads=config.solver.threads,
-        options=config.policy_options(name))
-    policy = create_policy(name, policy_config)
-    arbiter = Arbiter(sim, policy)
+    name = resolve_policy(spec.policy)
+    policy = create_policy(name, config.policy_config(
+        name, round_s=spec.round_s, seed=spec.seed,
+        recompute_interval_s=semantics.allocation_recompute_interval_s,
+        default_backend=semantics.lp_backend))
+    rounds = Round(policy)
     bar = _progress_bar(len(sim.jobs), name, progress)
-    run_to_end(sim, arbiter, None if bar is None else
+    run_to_end(sim, rounds, None if bar is None else
                lambda: bar.update(sum(j.finished for j in sim.jobs) - bar.n))
     if bar is not None:
         bar.close()
@@ -114,19 +111,21 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> Simulatio
     stats = getattr(policy, "stats", None)
     return SimulationReport(
         policy=name, semantics=semantics.name, metrics=metrics, wall_s=wall,
-        policy_s=arbiter.policy_s, solver_s=getattr(stats, "solver_s", 0.0),
+        policy_s=rounds.policy_s, solver_s=getattr(stats, "solver_s", 0.0),
         solves=getattr(stats, "solves", 0), recomputes=getattr(stats, "recomputes", 0),
-        rounds=sim.rounds, decisions=arbiter.decisions, num_gpus=sim.num_gpus,
+        rounds=sim.rounds, decisions=rounds.decisions, num_gpus=sim.num_gpus,
         busy_gpu_s=sim.busy_gpu_s, dropped=list(sim.dropped),
         trace=str(spec.trace or f"(bundled) {DEMO_TRACE}"))
 
 
-def run_to_end(sim: TraceSimulator, arbiter: Arbiter,
+def run_to_end(sim: TraceSimulator, rounds: Round,
                after_decision: Callable[[], object] | None = None) -> None:
-    """The arbiter loop on the virtual clock: decide (preempting only at round boundaries,
+    """The round loop on the virtual clock: decide (preempting only at round boundaries,
     filling idle GPUs between them), then let the simulated cluster run to the next event."""
     while not sim.finished:
-        arbiter.step(preemptive=sim.at_round_boundary)
+        result = rounds.run(sim.snapshot(), preemptive=sim.at_round_boundary)
+        if result.actions:
+            sim.apply(result.actions)
         if after_decision is not None:
             after_decision()
         sim.advance()

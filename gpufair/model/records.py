@@ -286,6 +286,10 @@ Action = Start | Resume | Preempt | Resize | Migrate | SetPriority
 
 @dataclass(frozen=True, slots=True)
 class ActionResult:
+    """``retry``: the resource manager could not be reached (try again later), as opposed to
+    an action it refused (``ok`` false, ``retry`` false)."""
+
     action: Action
     ok: bool
     detail: str = ""
+    retry: bool = False

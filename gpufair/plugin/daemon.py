@@ -1,233 +1,125 @@
-"""``gpufair serve``: the arbiter daemon for a real resource manager.
+"""``gpufair serve``: the round on a timer and on hook events, against a live resource manager.
 
-Each round: (recover an interrupted round) → snapshot → history merge (attained service and
-waiting time from the store, neutral profiles for unmeasured jobs) → policy → plan → diff →
-preemption cap → journal → actions. Rounds come from a timer (preemptive) and from hook
-events (a job started or ended: a non-preemptive round that only fills idle GPUs). With
-``dry_run`` the actions are journalled as skipped and logged, never sent.
+Each round: (recover an interrupted round) → snapshot → the one round pipeline
+(:class:`gpufair.core.round.Round`: history, profiles, policy, diff, guards, keys) → journal →
+actions. Rounds come from a timer (preemptive) and from hook events (a job started or ended: a
+non-preemptive round that only fills idle GPUs). The daemon knows the resource manager only
+through :class:`gpufair.adapters.base.ResourceManager`; a dry run is this daemon against a
+:class:`gpufair.adapters.recording.RecordingAdapter`, with ``dry_run`` set so the journal
+says so and the policy state is not persisted.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import select
 import socket
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufair.adapters.slurm.adapter import SlurmUnavailable
-from gpufair.adapters.slurm.commands import slurm_priorities
-from gpufair.core.actions import plan_actions
-from gpufair.core.enrich import measure, with_default_profiles
-from gpufair.model import (
-    Action,
-    ClusterState,
-    JobState,
-    Plan,
-    Preempt,
-    PreemptMode,
-    SetPriority,
-    node_of,
-)
+from gpufair.adapters.base import Effect, ResourceManager, Unavailable
+from gpufair.core.guards import Deferred, takes_gpus
+from gpufair.core.history import rho_estimates
+from gpufair.core.round import Round, RoundResult
+from gpufair.model import Action, ClusterState, Plan
 from gpufair.plugin.metrics import Metrics
 from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, Store
 from gpufair.policy.base import Policy
-from gpufair.profiler.profiler import Profiler
 
 log = logging.getLogger("gpufair.daemon")
 
 
 @dataclass(frozen=True)
-class DaemonSettings:
-    round_s: float = 60.0
-    mode: str = "hard"                 # hard: start/preempt/place; soft: priorities only
-    dry_run: bool = False
-    max_preempt_share: float = 0.5     # of all usable GPUs, per round
-    grace_s: float = 0.0               # checkpoint window between signal and requeue
-    preempt_mode: PreemptMode = PreemptMode.REQUEUE
+class ServiceSettings:
+    """What the daemon's loop needs beyond the round itself (``[daemon]``)."""
+
+    round_s: float = 120.0
+    dry_run: bool = False              # journal as skipped; never persist policy state
     action_interval_s: float = 0.0     # pause between actions: spreads load on slurmctld
     hook_dir: str = "/var/spool/gpufair"
 
 
-def cap_preemptions(state: ClusterState, actions: Sequence[Action], share: float
-                    ) -> tuple[list[Action], list[Action]]:
-    """Keep preemptions (in plan order) while they free at most ``share`` of the GPUs; the
-    starts that needed the GPUs of a dropped victim are dropped too. Returns (kept, dropped)."""
-    limit = math.floor(share * state.gpu_count() + 1e-9)
-    held = {j.id: set(j.gpus_held) for j in state.jobs}
-    freed = 0
-    kept: list[Action] = []
-    dropped: list[Action] = []
-    blocked: set[str] = set()
-    for action in actions:
-        if isinstance(action, Preempt):
-            size = len(held.get(action.job_id, ()))
-            if freed + size > limit:
-                dropped.append(action)
-                blocked |= held.get(action.job_id, set())
-                continue
-            freed += size
-        elif blocked.intersection(getattr(action, "gpu_ids", ())):
-            dropped.append(action)
-            continue
-        kept.append(action)
-    return kept, dropped
-
-
-def leave_alone_on_unusable_nodes(state: ClusterState, actions: Sequence[Action]
-                                  ) -> tuple[list[Action], list[Action]]:
-    """Jobs that hold GPUs on a drained, down or settling node are left as they are this
-    round (the policy only sees usable nodes, so it would "preempt" them for nothing), and so
-    is every start that would need their GPUs. Returns (kept, deferred)."""
-    usable = {n.name for n in state.usable_nodes()}
-    frozen = {j.id: set(j.gpus_held) for j in state.jobs
-              if any(node_of(g) not in usable for g in j.gpus_held)}
-    busy = set().union(*frozen.values()) if frozen else set()
-    kept: list[Action] = []
-    deferred: list[Action] = []
-    for action in actions:
-        if action.job_id in frozen or busy.intersection(getattr(action, "gpu_ids", ())):
-            deferred.append(action)
-        else:
-            kept.append(action)
-    return kept, deferred
-
-
-def merge_history(state: ClusterState, history: dict[str, dict[str, Any]]
-                  ) -> tuple[ClusterState, list[dict[str, Any]]]:
-    """Arrival, attained service and waiting time that survive requeues and daemon restarts.
-
-    Slurm restarts a requeued job's clock and resets its submit time to the requeue; the
-    store keeps the first submit time and accumulates the time each job held GPUs (or
-    waited) between the snapshots the daemon saw, so that policies see the job's whole
-    history (a preempted job would otherwise lose its place in FIFO/LAS order).
-    """
-    now = state.time_s
-    jobs = []
-    rows = []
-    for job in state.jobs:
-        old = history.get(job.id)
-        attained = old["attained_s"] if old else 0.0
-        waiting = old["waiting_s"] if old else 0.0
-        since = old["last_seen"] if old else now
-        if job.state is JobState.RUNNING:
-            began = job.start_s if job.start_s is not None else now
-            attained += max(0.0, now - max(since, began)) if old else job.attained_s
-        elif job.state is JobState.PENDING:
-            waiting += max(0.0, now - since) if old else max(0.0, now - job.arrival_s)
-        arrival = job.arrival_s
-        if old and old.get("arrival_s") is not None:
-            arrival = min(arrival, old["arrival_s"])
-        jobs.append(replace(job, attained_s=attained, arrival_s=arrival))
-        rows.append({"job_id": job.id, "tenant": job.tenant, "arrival_s": arrival,
-                     "first_seen": old["first_seen"] if old else now,
-                     "state": job.state.value, "attained_s": attained, "waiting_s": waiting,
-                     "restarts": job.restarts, "last_seen": now,
-                     "finished_at": now if not job.state.active and not (
-                         old and old["finished_at"]) else (old or {}).get("finished_at"),
-                     "exit_code": None})
-    return state.with_jobs(jobs), rows
-
-
-def rho_estimates(state: ClusterState) -> dict[str, float]:
-    """Time in the system over GPU time received, for active jobs that have run."""
-    out = {}
-    for job in state.active_jobs():
-        if job.attained_s > 0:
-            out[job.id] = max(1.0, (state.time_s - job.arrival_s) / job.attained_s)
-    return out
-
-
 class Daemon:
-    def __init__(self, adapter: Any, policy: Policy, store: Store, settings: DaemonSettings,
-                 metrics: Metrics | None = None, sleep: Callable[[float], None] = time.sleep,
-                 profiler: Profiler | None = None) -> None:
+    """The round on a timer and on hook events, journalled, against one resource manager."""
+
+    def __init__(self, adapter: ResourceManager, rounds: Round, store: Store,
+                 settings: ServiceSettings, metrics: Metrics | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.adapter = adapter
-        self.policy = policy
+        self.rounds = rounds
         self.store = store
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.sleep = sleep
-        self.profiler = profiler
         self.stopping = False
+        self.last: RoundResult | None = None
+
+    @property
+    def policy(self) -> Policy:
+        return self.rounds.policy
 
     # ---- one round ------------------------------------------------------------------------
     def run_round(self, *, preemptive: bool = True) -> int | None:
         started = time.perf_counter()
+        name = self.policy.name
         try:
             raw = self.adapter.snapshot()
-        except SlurmUnavailable as exc:
-            self.store.skip_round(self.policy.name, f"resource manager unavailable: {exc}")
+        except Unavailable as exc:
+            self.store.skip_round(name, f"resource manager unavailable: {exc}")
             self.metrics.observe_round("skipped", None)
             log.error("round skipped: %s", exc, extra={"fields": {"event": "round_skipped"}})
             return None
-        state, rows = merge_history(raw, self.store.job_history())
-        self.store.save_jobs(rows)
-        if self.profiler is not None:
-            state = measure(state, self.profiler)
-        state = with_default_profiles(state)
-        plan = self.policy.schedule(state, state.time_s)
-        actions = self.plan_to_actions(state, plan, preemptive)
-        round_id = self.store.begin_round(self.policy.name, _plan_dict(plan), actions,
-                                          reason=plan.reason, dry_run=self.settings.dry_run)
-        if hasattr(self.policy, "state_dict") and not self.settings.dry_run:
+        result = self.rounds.run(raw, preemptive=preemptive, history=self.store.job_history())
+        self.last = result
+        self.store.save_jobs(result.history)
+        self._report_deferred(result.deferred)
+        dry = self.settings.dry_run
+        round_id = self.store.begin_round(name, _plan_dict(result.plan), result.actions,
+                                          keys=result.keys, reason=result.plan.reason,
+                                          dry_run=dry)
+        if hasattr(self.policy, "state_dict") and not dry:
             # leases, trackers, RNG: what the policy must remember across a restart
-            self.store.save_policy_state(self.policy.name, self.policy.state_dict())
+            self.store.save_policy_state(name, self.policy.state_dict())
+        state = result.state
         fields = {"event": "round", "round": round_id, "preemptive": preemptive,
-                  "jobs": len(state.active_jobs()), "actions": len(actions),
-                  "dry_run": self.settings.dry_run,
-                  "planned": sorted(a.job_id for a in plan.assignments),
+                  "jobs": len(state.active_jobs()), "actions": len(result.actions),
+                  "dry_run": dry, "planned": sorted(a.job_id for a in result.plan.assignments),
                   "attained_s": {j.id: round(j.attained_s, 1) for j in state.active_jobs()}}
-        for seq, action in enumerate(actions):
-            log.info("%s %s", "would" if self.settings.dry_run else "will",
-                     _describe(action), extra={"fields": {"event": "action", "round": round_id,
-                                                          "seq": seq, "job": action.job_id,
-                                                          "kind": type(action).__name__}})
-        if not self.settings.dry_run and actions:
+        for seq, action in enumerate(result.actions):
+            log.info("%s %s", "would" if dry else "will", describe(action),
+                     extra={"fields": {"event": "action", "round": round_id, "seq": seq,
+                                       "job": action.job_id, "kind": type(action).__name__}})
+        if result.actions:
             self.apply_round(round_id)
         latency = time.perf_counter() - started
+        status = "dry-run" if dry else "done"
         if not self.stopping:
-            self.store.finish_round(round_id, latency,
-                                    status="dry-run" if self.settings.dry_run else "done")
-        self.metrics.observe_round("dry-run" if self.settings.dry_run else "done", latency)
-        self.metrics.set_allocation(_tenant_gpus(state, plan), rho_estimates(state))
-        log.info("round %d: %d actions in %.3f s", round_id, len(actions), latency,
+            self.store.finish_round(round_id, latency, status=status)
+        self.metrics.observe_round(status, latency)
+        self.metrics.set_allocation(_tenant_gpus(state, result.plan), rho_estimates(state))
+        log.info("round %d: %d actions in %.3f s", round_id, len(result.actions), latency,
                  extra={"fields": {**fields, "latency_s": round(latency, 4)}})
         return round_id
 
-    def plan_to_actions(self, state: ClusterState, plan: Plan, preemptive: bool
-                        ) -> list[Action]:
-        if self.settings.mode == "soft":
-            pending = {j.id for j in state.jobs if j.state is JobState.PENDING}
-            wanted = slurm_priorities({k: v for k, v in plan.priorities.items()
-                                       if k in pending})
-            return [SetPriority(job_id, float(p)) for job_id, p in wanted.items()]
-        actions = plan_actions(state, plan, preemptive=preemptive,
-                               preempt_mode=self.settings.preempt_mode,
-                               grace_s=self.settings.grace_s)
-        actions, frozen = leave_alone_on_unusable_nodes(state, actions)
-        if frozen:
-            log.info("%d actions wait for drained or settling nodes", len(frozen),
-                     extra={"fields": {"event": "frozen",
-                                       "deferred": [_describe(a) for a in frozen]}})
-        kept, dropped = cap_preemptions(state, actions, self.settings.max_preempt_share)
-        if dropped:
-            self.metrics.capped_preemptions += sum(isinstance(a, Preempt) for a in dropped)
-            log.warning("preemption cap %.0f%%: %d actions deferred",
-                        100 * self.settings.max_preempt_share, len(dropped),
-                        extra={"fields": {"event": "capped",
-                                          "deferred": [_describe(a) for a in dropped]}})
-        return kept
+    def _report_deferred(self, deferred: list[Deferred]) -> None:
+        capped = [d for d in deferred if "cap" in d.reason]
+        if capped:
+            self.metrics.count_capped(sum(takes_gpus(d.action) for d in capped))
+        for reason in dict.fromkeys(d.reason for d in deferred):
+            held = [describe(d.action) for d in deferred if d.reason == reason]
+            log.warning("%d actions deferred: %s", len(held), reason,
+                        extra={"fields": {"event": "deferred", "reason": reason,
+                                          "deferred": held}})
 
     def apply_round(self, round_id: int, *, recovering: bool = False) -> None:
         """Carry out the journalled actions of a round that are not done yet."""
         entries = [e for e in self.store.journal(round_id) if e.status in (PLANNED, APPLYING)]
+        done_before = self.store.done_keys([e.key for e in entries if e.key], round_id)
         if not recovering:
             grace = self.adapter.warn_preemptions([e.action for e in entries])
             if grace:
@@ -235,29 +127,52 @@ class Daemon:
         for entry in entries:
             if self.stopping:
                 return
+            if entry.key in done_before:
+                self.store.mark(round_id, entry.seq, SKIPPED,
+                                f"done in round {done_before[entry.key]} (same incarnation)")
+                continue
             if recovering or entry.status == APPLYING:
-                view = self.adapter.view()
-                if self.adapter.effect_visible(entry.action, view):
+                try:
+                    effect = self.adapter.check(entry.action)
+                except Unavailable as exc:
+                    self._defer_rest(round_id, entry.seq, str(exc))
+                    return
+                if effect is Effect.IN_EFFECT:
                     self.store.mark(round_id, entry.seq, DONE, "already in effect (recovered)")
                     log.info("round %d action %d already in effect: %s", round_id, entry.seq,
-                             _describe(entry.action),
+                             describe(entry.action),
                              extra={"fields": {"event": "recovered", "round": round_id}})
                     continue
-                if not any(j.id == entry.action.job_id and j.state.active
-                           for j in view.state.jobs):
+                if effect is Effect.JOB_GONE:
                     self.store.mark(round_id, entry.seq, SKIPPED, "job no longer active")
                     continue
             self.store.mark(round_id, entry.seq, APPLYING)
             result = self.adapter.apply_one(entry.action)
+            if result.retry:
+                self.store.mark(round_id, entry.seq, SKIPPED,
+                                f"resource manager unavailable: {result.detail}")
+                self._defer_rest(round_id, entry.seq + 1, result.detail)
+                return
             self.store.mark(round_id, entry.seq, DONE if result.ok else FAILED, result.detail)
             self.metrics.count_action(type(entry.action).__name__,
                                       "ok" if result.ok else "failed")
             log.log(logging.INFO if result.ok else logging.WARNING, "%s: %s",
-                    _describe(entry.action), result.detail,
+                    describe(entry.action), result.detail,
                     extra={"fields": {"event": "applied", "round": round_id, "seq": entry.seq,
                                       "ok": result.ok}})
             if self.settings.action_interval_s > 0:
                 self.sleep(self.settings.action_interval_s)
+
+    def _defer_rest(self, round_id: int, from_seq: int, why: str) -> None:
+        """The resource manager stopped answering: the rest of this round's actions are
+        dropped (the next round plans again from a fresh snapshot, rather than acting on
+        a stale plan)."""
+        for entry in self.store.journal(round_id):
+            if entry.seq >= from_seq and entry.status in (PLANNED, APPLYING):
+                self.store.mark(round_id, entry.seq, SKIPPED,
+                                f"resource manager unavailable: {why}")
+        log.error("round %d: resource manager unavailable, rest of the round dropped: %s",
+                  round_id, why, extra={"fields": {"event": "unavailable", "round": round_id}})
 
     def restore_policy_state(self) -> bool:
         saved = self.store.policy_state(self.policy.name)
@@ -366,7 +281,7 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
             "priorities": dict(plan.priorities), "reason": plan.reason}
 
 
-def _describe(action: Action) -> str:
+def describe(action: Action) -> str:
     name = type(action).__name__.lower()
     gpus = getattr(action, "gpu_ids", None)
     return f"{name} job {action.job_id}" + (f" on {','.join(gpus)}" if gpus else "")

@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS actions (
   round_id INTEGER NOT NULL REFERENCES rounds(id), seq INTEGER NOT NULL, kind TEXT NOT NULL,
   job_id TEXT NOT NULL, payload TEXT NOT NULL, status TEXT NOT NULL,
   detail TEXT NOT NULL DEFAULT '', updated_at REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (round_id, seq));
+  key TEXT, PRIMARY KEY (round_id, seq));
 CREATE TABLE IF NOT EXISTS jobs (
   job_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, first_seen REAL NOT NULL, arrival_s REAL,
   state TEXT NOT NULL,
@@ -88,6 +88,7 @@ class JournalEntry:
     action: Action
     status: str
     detail: str
+    key: str | None = None
 
 
 class Store:
@@ -101,6 +102,10 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")  # a SIGKILL must not lose a commit
         self.db.executescript(SCHEMA)
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(actions)")}
+        if "key" not in columns:  # a store written before idempotency keys
+            self.db.execute("ALTER TABLE actions ADD COLUMN key TEXT")
+        self.db.execute("CREATE INDEX IF NOT EXISTS actions_key ON actions(key, status)")
 
     def close(self) -> None:
         self.db.close()
@@ -117,8 +122,10 @@ class Store:
 
     # ---- rounds and the action journal ----------------------------------------------------
     def begin_round(self, policy: str, plan: Mapping[str, Any], actions: list[Action], *,
-                    reason: str = "", dry_run: bool = False, now: float | None = None) -> int:
+                    keys: list[str] | None = None, reason: str = "", dry_run: bool = False,
+                    now: float | None = None) -> int:
         now = time.time() if now is None else now
+        keys = keys if keys is not None else [None] * len(actions)
         status = "dry-run" if dry_run else ("applying" if actions else "done")
         with self.tx() as db:
             cur = db.execute(
@@ -128,11 +135,11 @@ class Store:
                  json.dumps(plan, sort_keys=True)))
             round_id = int(cur.lastrowid or 0)
             db.executemany(
-                "INSERT INTO actions(round_id, seq, kind, job_id, payload, status, updated_at)"
-                " VALUES (?,?,?,?,?,?,?)",
+                "INSERT INTO actions(round_id, seq, kind, job_id, payload, status, updated_at,"
+                " key) VALUES (?,?,?,?,?,?,?,?)",
                 [(round_id, seq, type(a).__name__, a.job_id,
-                  json.dumps(action_to_dict(a), sort_keys=True),
-                  SKIPPED if dry_run else PLANNED, now) for seq, a in enumerate(actions)])
+                  json.dumps(action_to_dict(a), sort_keys=True), PLANNED, now, key)
+                 for seq, (a, key) in enumerate(zip(actions, keys, strict=True))])
         return round_id
 
     def mark(self, round_id: int, seq: int, status: str, detail: str = "") -> None:
@@ -160,14 +167,28 @@ class Store:
         return [int(r[0]) for r in rows]
 
     def journal(self, round_id: int | None = None) -> list[JournalEntry]:
-        sql = "SELECT round_id, seq, payload, status, detail FROM actions"
+        sql = "SELECT round_id, seq, payload, status, detail, key FROM actions"
         args: tuple[Any, ...] = ()
         if round_id is not None:
             sql += " WHERE round_id=?"
             args = (round_id,)
         rows = self.db.execute(sql + " ORDER BY round_id, seq", args)
         return [JournalEntry(int(r[0]), int(r[1]), action_from_dict(json.loads(r[2])), r[3],
-                             r[4]) for r in rows]
+                             r[4], r[5]) for r in rows]
+
+    def done_keys(self, keys: list[str], before_round: int) -> dict[str, int]:
+        """Which of ``keys`` an earlier round already carried out (key → that round)."""
+        out: dict[str, int] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self.db.execute(
+                f"SELECT key, MAX(round_id) FROM actions WHERE status='done' AND round_id < ? "
+                f"AND key IN ({marks}) AND round_id NOT IN "
+                f"(SELECT id FROM rounds WHERE status='dry-run') GROUP BY key",
+                (before_round, *chunk))
+            out.update({r[0]: int(r[1]) for r in rows})
+        return out
 
     def rounds(self) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT id, started_at, finished_at, policy, status, reason, "

@@ -60,6 +60,8 @@ class DroppedJob:
 
 
 class TraceSimulator:
+    name = "simulator"
+
     def __init__(self, trace: Sequence[TraceJob], throughputs: Throughputs,
                  nodes: Sequence[Node], semantics: Semantics, round_s: float = 120.0) -> None:
         if round_s <= 0:

@@ -10,15 +10,21 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from gpufair.adapters.base import Effect, Unavailable
 from gpufair.adapters.slurm.commands import NotExpressible, Step, steps_for
 from gpufair.adapters.slurm.translate import SlurmJobInfo, SlurmView, block_nodes, translate
 from gpufair.adapters.slurm.transport import (
     CliTransport,
     CommandResult,
+    RestTransport,
     Transport,
     TransportError,
 )
+from gpufair.errors import InputError
 from gpufair.model import (
     Action,
     ActionResult,
@@ -33,22 +39,36 @@ from gpufair.model import (
     Start,
     node_of,
 )
+from gpufair.settings import setting
 
 log = logging.getLogger("gpufair.slurm")
 
 
-class SlurmUnavailable(RuntimeError):
+class SlurmUnavailable(Unavailable):
     """Slurm did not give a usable answer after the retries."""
 
 
 @dataclass(frozen=True)
 class SlurmSettings:
-    managed_partitions: tuple[str, ...] = ("gpu",)
-    mode: str = "hard"                 # hard | soft
-    retries: int = 3
-    backoff_s: float = 0.5
-    settle_timeout_s: float = 30.0     # how long a requeued job may stay COMPLETING
-    checkpoint_signal: str = "USR1"
+    """The ``[slurm]`` section of gpufair.toml."""
+
+    transport: str = setting("cli", "cli: squeue/sinfo --json + scontrol; rest: slurmrestd",
+                             choices=("cli", "rest"))
+    rest_url: str | None = setting(None, "unix:/path/to/slurmrestd.socket or http://host:port")
+    user: str | None = setting(None, "X-SLURM-USER-NAME with a token (rest over TCP)")
+    token_file: str | None = setting(None, "file holding the JWT (output of scontrol token)")
+    managed_partitions: tuple[str, ...] = setting(
+        ("gpu",), "partitions gpufair schedules (the same list as MANAGED in job_submit.lua)")
+    timeout_s: float = setting(10.0, "per Slurm command or request", gt=0.0)
+    retries: int = setting(3, "reads tried before a round is skipped", ge=1)
+    backoff_s: float = setting(0.5, "first pause between read retries (doubles)", ge=0.0)
+    settle_timeout_s: float = setting(30.0, "how long a requeued job may stay COMPLETING",
+                                      gt=0.0)
+    checkpoint_signal: str = setting("USR1", "sent grace_s before a preemption")
+
+    def __post_init__(self) -> None:
+        if any(not p for p in self.managed_partitions):
+            raise ValueError("managed_partitions: empty partition name")
 
 
 @dataclass
@@ -58,28 +78,55 @@ class SlurmAdapter:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     last_view: SlurmView | None = None
+    mode: str = "hard"                 # the daemon's: hard starts/places, soft only ranks
+
+    @classmethod
+    def from_settings(cls, settings: SlurmSettings, *, mode: str = "hard") -> SlurmAdapter:
+        """The adapter ``[slurm]`` describes: the CLI, or slurmrestd (with its token)."""
+        cli = CliTransport(timeout_s=settings.timeout_s)
+        transport: Transport = cli
+        if settings.transport == "rest":
+            if not settings.rest_url:
+                raise InputError("config", "transport rest needs rest_url",
+                                 field="slurm.rest_url")
+            token = None
+            if settings.token_file:
+                try:
+                    token = Path(settings.token_file).read_text(encoding="utf-8").strip()
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise InputError(settings.token_file, f"cannot read token: {exc}",
+                                     field="slurm.token_file") from exc
+                token = token.removeprefix("SLURM_JWT=")
+            transport = RestTransport(settings.rest_url, user=settings.user, token=token,
+                                      timeout_s=settings.timeout_s, cli=cli)
+        return cls(transport=transport, settings=settings, mode=mode)
+
+    @property
+    def name(self) -> str:
+        return f"slurm/{self.transport.name}"
 
     @property
     def hard(self) -> bool:
-        return self.settings.mode == "hard"
+        return self.mode == "hard"
 
     # ---- read side ------------------------------------------------------------------------
     def read_documents(self) -> tuple[dict, dict]:
-        delay = self.settings.backoff_s
-        last: Exception | None = None
-        for attempt in range(1, self.settings.retries + 1):
-            try:
-                jobs = self.transport.read_jobs()
-                nodes = self.transport.read_nodes()
-                return jobs, nodes
-            except TransportError as exc:
-                last = exc
-                log.warning("slurm read failed (attempt %d/%d): %s", attempt,
-                            self.settings.retries, exc)
-                if attempt < self.settings.retries:
-                    self.sleep(delay)
-                    delay *= 2
-        raise SlurmUnavailable(str(last))
+        """squeue and sinfo, retried with exponential backoff (slurmctld restarting)."""
+        retrying = Retrying(
+            stop=stop_after_attempt(self.settings.retries),
+            wait=wait_exponential(multiplier=self.settings.backoff_s, exp_base=2),
+            retry=retry_if_exception_type(TransportError), sleep=self.sleep, reraise=True,
+            before_sleep=lambda rs: log.warning(
+                "slurm read failed (attempt %d/%d): %s", rs.attempt_number,
+                self.settings.retries, rs.outcome.exception() if rs.outcome else "?"))
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self.transport.read_jobs(), self.transport.read_nodes()
+        except TransportError as exc:
+            log.warning("slurm read failed %d times: %s", self.settings.retries, exc)
+            raise SlurmUnavailable(str(exc)) from exc
+        raise AssertionError("unreachable: tenacity returns or raises")
 
     def view(self) -> SlurmView:
         jobs, nodes = self.read_documents()
@@ -146,32 +193,33 @@ class SlurmAdapter:
         done: list[str] = []
         for step in steps:
             outcome = self._run(step)
-            if not outcome[0]:
-                return ActionResult(action, False, f"{step.verb} failed: {outcome[1]}"
-                                    + (f" (after {', '.join(done)})" if done else ""))
+            if not outcome.ok:
+                return ActionResult(action, False, f"{step.verb} failed: {outcome.detail}"
+                                    + (f" (after {', '.join(done)})" if done else ""),
+                                    retry=outcome.unavailable)
             done.append(step.verb)
         return ActionResult(action, True, ", ".join(done))
 
-    def _run(self, step: Step) -> tuple[bool, str]:
+    def _run(self, step: Step) -> CommandResult:
         if step.verb == "await-pending":
             return self._await_pending(step.job_id)
-        result = self.transport.control(step.verb, step.job_id, step.as_fields() or None)
-        return result.ok, result.detail
+        return self.transport.control(step.verb, step.job_id, step.as_fields() or None)
 
-    def _await_pending(self, job_id: str) -> tuple[bool, str]:
+    def _await_pending(self, job_id: str) -> CommandResult:
         """After a requeue the job is COMPLETING; updates then would be overwritten."""
         deadline = self.clock() + self.settings.settle_timeout_s
         while self.clock() < deadline:
             try:
-                jobs, _ = self.transport.read_jobs(), None
+                jobs = self.transport.read_jobs()
             except TransportError as exc:
-                return False, str(exc)
+                return CommandResult(False, str(exc), unavailable=True)
             state = next((str(j.get("job_state")) for j in jobs.get("jobs", ())
                           if str(j.get("job_id")) == job_id), None)
             if state == "PENDING":
-                return True, "pending"
+                return CommandResult(True, "pending")
             self.sleep(0.25)
-        return False, f"still not pending after {self.settings.settle_timeout_s:g} s"
+        return CommandResult(False, f"still not pending after "
+                             f"{self.settings.settle_timeout_s:g} s")
 
     def _info(self, job_id: str) -> SlurmJobInfo | None:
         if self.last_view is None:
@@ -187,6 +235,15 @@ class SlurmAdapter:
         return self.transport.control("cancel", job_id)
 
     # ---- idempotence ----------------------------------------------------------------------
+    def check(self, action: Action) -> Effect:
+        """What Slurm shows of ``action`` now (a fresh read; raises SlurmUnavailable)."""
+        view = self.view()
+        if self.effect_visible(action, view):
+            return Effect.IN_EFFECT
+        if not any(j.id == action.job_id and j.state.active for j in view.state.jobs):
+            return Effect.JOB_GONE
+        return Effect.NOT_YET
+
     def effect_visible(self, action: Action, view: SlurmView) -> bool:
         """Whether Slurm already shows the action's effect (a crash may have hidden that it
         was carried out): used on restart so that an action is neither lost nor repeated."""

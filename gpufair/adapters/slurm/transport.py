@@ -28,6 +28,7 @@ class TransportError(RuntimeError):
 class CommandResult:
     ok: bool
     detail: str
+    unavailable: bool = False   # Slurm did not answer (timeout, cannot run, no connection)
 
 
 class Transport(Protocol):
@@ -131,9 +132,31 @@ class CliTransport:
         try:
             proc = self._run(argv)
         except TransportError as exc:
-            return CommandResult(False, str(exc))
+            return CommandResult(False, str(exc), unavailable=True)
         text = (proc.stderr or proc.stdout).strip()
         return CommandResult(proc.returncode == 0, text[:300] or " ".join(argv[1:3]))
+
+
+class FileTransport:
+    """Saved ``squeue --json`` and ``sinfo --json`` files, read as if Slurm answered them: a
+    dry run of raw files goes through the same snapshot logic as the daemon. Writes are
+    refused (a dry run records them before they get here)."""
+
+    name = "files"
+
+    def __init__(self, squeue: Mapping[str, Any], sinfo: Mapping[str, Any]) -> None:
+        self.jobs = dict(squeue)
+        self.nodes = dict(sinfo)
+
+    def read_jobs(self) -> dict[str, Any]:
+        return self.jobs
+
+    def read_nodes(self) -> dict[str, Any]:
+        return self.nodes
+
+    def control(self, verb: str, job_id: str, fields: Mapping[str, str] | None = None
+                ) -> CommandResult:
+        return CommandResult(False, "saved files cannot be changed")
 
 
 class RestTransport:
@@ -214,7 +237,7 @@ class RestTransport:
         try:
             status, doc = self.request("POST", f"/job/{job_id}", body)
         except TransportError as exc:
-            return CommandResult(False, str(exc))
+            return CommandResult(False, str(exc), unavailable=True)
         errors = doc.get("errors") or []
         return CommandResult(status == 200 and not errors,
                              json.dumps(errors)[:300] if errors else f"HTTP {status}")
@@ -223,7 +246,7 @@ class RestTransport:
         try:
             status, doc = self.request("DELETE", f"/job/{job_id}?signal={signal}")
         except TransportError as exc:
-            return CommandResult(False, str(exc))
+            return CommandResult(False, str(exc), unavailable=True)
         errors = doc.get("errors") or []
         return CommandResult(status == 200 and not errors,
                              json.dumps(errors)[:300] if errors else f"HTTP {status}")

@@ -1,0 +1,105 @@
+"""The guards between a plan and the actions that carry it out: what a round may not do.
+
+Each guard takes the round's state and its actions and returns the actions it keeps and the
+ones it holds back, with the reason. A held-back action keeps its job where it is, so every
+action that needed that job's GPUs is held back with it. They run in the one round pipeline
+(:mod:`gpufair.core.round`), so the daemon, the dry run and a guarded simulation apply the same
+rules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpufair.model import Action, ClusterState, JobState, Migrate, Preempt, Resize, node_of
+
+#: Priorities of the soft mode are ranks mapped into [1, PRIORITY_TOP], highest first.
+PRIORITY_TOP = 1_000_000
+
+
+@dataclass(frozen=True)
+class Deferred:
+    action: Action
+    reason: str
+
+
+Guard = Callable[[ClusterState, Sequence[Action]], tuple[list[Action], list[Deferred]]]
+
+
+def takes_gpus(action: Action) -> bool:
+    """Actions that stop a running job on the GPUs it holds (a migration or resize restarts
+    it from its checkpoint elsewhere: to the job that is a preemption too)."""
+    return isinstance(action, (Preempt, Migrate, Resize))
+
+
+def hold_back(actions: Sequence[Action], jobs: Mapping[str, frozenset[str]], reason: str
+              ) -> tuple[list[Action], list[Deferred]]:
+    """Drop the actions on ``jobs`` (job id → GPUs it holds) and every action that needs
+    those GPUs."""
+    busy = frozenset().union(*jobs.values()) if jobs else frozenset()
+    kept: list[Action] = []
+    deferred: list[Deferred] = []
+    for action in actions:
+        if action.job_id in jobs or busy.intersection(getattr(action, "gpu_ids", ())):
+            deferred.append(Deferred(action, reason))
+        else:
+            kept.append(action)
+    return kept, deferred
+
+
+def unusable_nodes(state: ClusterState, actions: Sequence[Action]
+                   ) -> tuple[list[Action], list[Deferred]]:
+    """Jobs holding GPUs on a drained, down or settling node are left as they are this round
+    (the policy sees usable nodes only, so it would "preempt" them for nothing)."""
+    usable = {n.name for n in state.usable_nodes()}
+    frozen = {j.id: frozenset(j.gpus_held) for j in state.jobs
+              if any(node_of(g) not in usable for g in j.gpus_held)}
+    return hold_back(actions, frozen, "its GPUs are on a drained or settling node")
+
+
+def min_runtime(seconds: float) -> Guard:
+    """A job that started less than ``seconds`` ago keeps its GPUs (no thrashing)."""
+    def guard(state: ClusterState, actions: Sequence[Action]
+              ) -> tuple[list[Action], list[Deferred]]:
+        if seconds <= 0:
+            return list(actions), []
+        jobs = {j.id: j for j in state.jobs}
+        young = {}
+        for action in actions:
+            job = jobs.get(action.job_id)
+            if (takes_gpus(action) and job is not None and job.state is JobState.RUNNING
+                    and job.start_s is not None and state.time_s - job.start_s < seconds):
+                young[job.id] = frozenset(job.gpus_held)
+        return hold_back(actions, young, f"started less than {seconds:g} s ago")
+    return guard
+
+
+def preemption_cap(share: float) -> Guard:
+    """Actions that take GPUs from running jobs (in plan order) free at most ``share`` of all
+    GPUs per round; a victim over the cap keeps its GPUs, and so the starts that needed them
+    wait too."""
+    def guard(state: ClusterState, actions: Sequence[Action]
+              ) -> tuple[list[Action], list[Deferred]]:
+        limit = math.floor(share * state.gpu_count() + 1e-9)
+        held = {j.id: frozenset(j.gpus_held) for j in state.jobs}
+        freed = 0
+        over: dict[str, frozenset[str]] = {}
+        for action in actions:
+            if takes_gpus(action) and action.job_id not in over:
+                size = len(held.get(action.job_id, ()))
+                if freed + size > limit:
+                    over[action.job_id] = held.get(action.job_id, frozenset())
+                else:
+                    freed += size
+        return hold_back(actions, over, f"over the preemption cap ({share:.0%} of the GPUs)")
+    return guard
+
+
+def rank_priorities(priorities: Mapping[str, float]) -> dict[str, int]:
+    """Plan priorities (any scale, higher first) → distinct integer priorities by rank.
+    Ties go to the lower job id (numerically when both are numbers)."""
+    ordered = sorted(priorities.items(),
+                     key=lambda kv: (-kv[1], int(kv[0]) if kv[0].isdigit() else 0, kv[0]))
+    return {job_id: PRIORITY_TOP - rank for rank, (job_id, _) in enumerate(ordered)}
