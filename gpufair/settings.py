@@ -120,19 +120,20 @@ def describe(cls: type, section: str) -> list[tuple[str, str, Any, str]]:
 
 
 # ---- type checking --------------------------------------------------------------------------
-def _check(value: Any, hint: Any, rule: Rule, source: str, where: str) -> Any:
-    value = _coerce(value, hint, source, where)
+def _check(given: Any, hint: Any, rule: Rule, source: str, where: str) -> Any:
+    """The value as its type, within its rule; errors quote the value as the user wrote it."""
+    value = _coerce(given, hint, source, where)
     if value is None:
         return None
     if rule.choices is not None and value not in rule.choices:
         raise InputError(source, f"expected one of {', '.join(map(repr, rule.choices))}",
-                         field=where, value=value)
+                         field=where, value=given)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         for bound, ok, text in ((rule.ge, lambda v, b: v >= b, ">="),
                                 (rule.gt, lambda v, b: v > b, ">"),
                                 (rule.le, lambda v, b: v <= b, "<=")):
             if bound is not None and not ok(value, bound):
-                raise InputError(source, f"must be {text} {bound:g}", field=where, value=value)
+                raise InputError(source, f"must be {text} {bound:g}", field=where, value=given)
     return value
 
 

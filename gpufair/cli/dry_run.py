@@ -220,7 +220,8 @@ def render_json(policy: str, result: RoundResult, rows: list[Decision]) -> str:
     state: ClusterState = result.state
     data = {"policy": policy, "time_s": state.time_s, "reason": result.plan.reason,
             "gpus": state.gpu_count(), "jobs": [row.__dict__ for row in rows],
-            "actions": [{"kind": type(a).__name__, "job_id": a.job_id, "key": k}
+            "actions": [{"kind": type(a).__name__, "job_id": a.job_id, "key": k,
+                         "gpu_ids": list(getattr(a, "gpu_ids", ()))}
                         for a, k in zip(result.actions, result.keys, strict=True)],
             "deferred": [{"kind": type(d.action).__name__, "job_id": d.action.job_id,
                           "reason": d.reason} for d in result.deferred]}

@@ -34,15 +34,28 @@ def takes_gpus(action: Action) -> bool:
     return isinstance(action, (Preempt, Migrate, Resize))
 
 
-def hold_back(actions: Sequence[Action], jobs: Mapping[str, frozenset[str]], reason: str
+def hold_back(state: ClusterState, actions: Sequence[Action],
+              jobs: Mapping[str, frozenset[str]], reason: str
               ) -> tuple[list[Action], list[Deferred]]:
     """Drop the actions on ``jobs`` (job id → GPUs it holds) and every action that needs
-    those GPUs."""
-    busy = frozenset().union(*jobs.values()) if jobs else frozenset()
+    those GPUs. A move or preemption dropped that way leaves its own job where it is, so the
+    GPUs *it* holds are blocked in turn, until nothing more changes."""
+    held = {j.id: frozenset(j.gpus_held) for j in state.jobs}
+    staying = dict(jobs)
+    changed = True
+    while changed:
+        changed = False
+        busy = frozenset().union(*staying.values()) if staying else frozenset()
+        for action in actions:
+            if (action.job_id not in staying and takes_gpus(action)
+                    and busy.intersection(getattr(action, "gpu_ids", ()))):
+                staying[action.job_id] = held.get(action.job_id, frozenset())
+                changed = True
+    busy = frozenset().union(*staying.values()) if staying else frozenset()
     kept: list[Action] = []
     deferred: list[Deferred] = []
     for action in actions:
-        if action.job_id in jobs or busy.intersection(getattr(action, "gpu_ids", ())):
+        if action.job_id in staying or busy.intersection(getattr(action, "gpu_ids", ())):
             deferred.append(Deferred(action, reason))
         else:
             kept.append(action)
@@ -56,7 +69,7 @@ def unusable_nodes(state: ClusterState, actions: Sequence[Action]
     usable = {n.name for n in state.usable_nodes()}
     frozen = {j.id: frozenset(j.gpus_held) for j in state.jobs
               if any(node_of(g) not in usable for g in j.gpus_held)}
-    return hold_back(actions, frozen, "its GPUs are on a drained or settling node")
+    return hold_back(state, actions, frozen, "its GPUs are on a drained or settling node")
 
 
 def min_runtime(seconds: float) -> Guard:
@@ -72,7 +85,7 @@ def min_runtime(seconds: float) -> Guard:
             if (takes_gpus(action) and job is not None and job.state is JobState.RUNNING
                     and job.start_s is not None and state.time_s - job.start_s < seconds):
                 young[job.id] = frozenset(job.gpus_held)
-        return hold_back(actions, young, f"started less than {seconds:g} s ago")
+        return hold_back(state, actions, young, f"started less than {seconds:g} s ago")
     return guard
 
 
@@ -93,7 +106,8 @@ def preemption_cap(share: float) -> Guard:
                     over[action.job_id] = held.get(action.job_id, frozenset())
                 else:
                     freed += size
-        return hold_back(actions, over, f"over the preemption cap ({share:.0%} of the GPUs)")
+        return hold_back(state, actions, over,
+                         f"over the preemption cap ({share:.0%} of the GPUs)")
     return guard
 
 

@@ -70,7 +70,8 @@ class Metrics:
         self._actions = Counter("gpufair_actions_total", "Actions sent to the resource manager.",
                                 ["kind", "outcome"], registry=self.registry)
         self._capped = Counter("gpufair_preemptions_capped_total",
-                               "Preemptions dropped by the cap.", registry=self.registry)
+                               "Preemptions, migrations and resizes held back by the "
+                               "preemption cap.", registry=self.registry)
         self._allocation = _Allocation()
         self.registry.register(self._allocation)
 

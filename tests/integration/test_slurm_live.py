@@ -219,10 +219,13 @@ def test_hooks_with_daemon_stopped_exit_zero_fast_and_drain_nothing(cluster: Clu
                    for p in spooled), job_id
 
 
-def test_dry_run_of_a_live_snapshot_is_reproducible_and_changes_nothing(cluster: Cluster,
-                                                                        tmp_path):
+def test_dry_run_shows_exactly_what_the_daemon_then_does(cluster: Cluster, tmp_path):
+    """Snapshot the live cluster, dry-run it (snapshot and raw squeue/sinfo files, and the
+    daemon's own --dry-run), then let the real daemon run one round on the same state: the
+    same actions, keys and placements, the same action held back by the preemption cap."""
     waiting, running = _prime_fifo_reclaim(cluster, tmp_path)
-    config = write_config(tmp_path / "g.toml", cluster, tmp_path / "state.db")
+    config = write_config(tmp_path / "g.toml", cluster, tmp_path / "dry.db", policy="fifo",
+                          max_preempt_share=0.5)
     cli = [sys.executable, "-m", "gpufair.cli.main"]
 
     def slurm_state() -> dict:
@@ -232,31 +235,58 @@ def test_dry_run_of_a_live_snapshot_is_reproducible_and_changes_nothing(cluster:
     before = slurm_state()
     snap = cluster.run(*cli, "snapshot", "--slurm", "--config", str(config))
     (tmp_path / "snap.json").write_text(snap.stdout)
+    (tmp_path / "sq.json").write_text(cluster.run("squeue", "--all", "--states=all",
+                                                  "--json").stdout)
+    (tmp_path / "si.json").write_text(cluster.run("sinfo", "--json").stdout)
     # the snapshot carries what the profiler measured in the running jobs' logs
     measured = {j["id"]: j for j in json.loads(snap.stdout)["jobs"]}
     for job_id in running:
         assert measured[job_id]["progress"]["iterations_done"] >= 1
         assert {t["gpu_type"] for t in measured[job_id]["throughput"]} in ({"v100"}, {"k80"})
     assert cluster.run(*cli, "validate", str(tmp_path / "snap.json")).returncode == 0
-    outputs = [cluster.run(*cli, "dry-run", str(tmp_path / "snap.json"), "--policy", "fifo",
-                           "--json").stdout for _ in range(2)]
+    outputs = [cluster.run(*cli, "dry-run", str(tmp_path / "snap.json"), "--config",
+                           str(config), "--json").stdout for _ in range(2)]
     assert outputs[0] == outputs[1]
-    decisions = {j["job_id"]: j["decision"] for j in json.loads(outputs[0])["jobs"]}
-    assert decisions == {waiting[0]: "start", waiting[1]: "start", running[0]: "preempt",
-                         running[1]: "preempt"}
-    raw = [cluster.run(*cli, "dry-run", "--squeue", str(tmp_path / "sq.json"), "--sinfo",
-                       str(tmp_path / "si.json"), "--partitions", "gpu", "--json", check=False)]
-    assert raw[0].returncode == 2 and "sq.json" in raw[0].stderr   # missing file: named
-    # the daemon's --dry-run: journals and logs the same decisions, sends nothing
-    serve = cluster.run(*cli, "serve", "--config", str(config), "--dry-run", "--rounds", "2")
-    journal = Store(tmp_path / "state.db").journal()
-    assert {e.status for e in journal} == {"skipped"}
-    assert sorted((type(e.action).__name__, e.action.job_id) for e in journal
-                  if e.round_id == 1) == sorted([("Preempt", running[0]), ("Preempt", running[1]),
-                                                 ("Start", waiting[0]), ("Start", waiting[1])])
+    dry = json.loads(outputs[0])
+    # fifo wants both waiting jobs in, both running ones out; the cap (8 of 16 GPUs) lets one
+    # 8-GPU preemption through and holds back the other with the start that needed its GPUs
+    acted = {a["kind"]: a["job_id"] for a in dry["actions"]}
+    held = {d["kind"]: d["job_id"] for d in dry["deferred"]}
+    assert len(dry["actions"]) == len(dry["deferred"]) == 2
+    assert {acted["Preempt"], held["Preempt"]} == set(running)
+    assert {acted["Start"], held["Start"]} == set(waiting)
+    assert all("preemption cap" in d["reason"] for d in dry["deferred"])
+    decisions = {j["job_id"]: j["decision"] for j in dry["jobs"]}
+    assert decisions[held["Preempt"]] == "not preempt"
+    assert decisions[held["Start"]] == "not start"
+    # raw squeue/sinfo files go through the adapter's own snapshot logic: the same actions
+    raw = json.loads(cluster.run(*cli, "dry-run", "--squeue", str(tmp_path / "sq.json"),
+                                 "--sinfo", str(tmp_path / "si.json"), "--config",
+                                 str(config), "--json").stdout)
+    assert [(a["kind"], a["job_id"], a["gpu_ids"]) for a in raw["actions"]] == \
+        [(a["kind"], a["job_id"], a["gpu_ids"]) for a in dry["actions"]]
+    # the daemon's --dry-run: journals the same actions as recorded, sends nothing
+    serve = cluster.run(*cli, "serve", "--config", str(config), "--dry-run", "--rounds", "1")
+    journal = Store(tmp_path / "dry.db").journal()
+    assert [(type(e.action).__name__, e.action.job_id, list(getattr(e.action, "gpu_ids", ())),
+             e.key, e.status, e.detail) for e in journal] == \
+        [(a["kind"], a["job_id"], a["gpu_ids"], a["key"], "done", "recorded (dry run)")
+         for a in dry["actions"]]
     assert '"would preempt job' in serve.stderr
     time.sleep(3)   # two of Slurm's scheduling passes
     assert slurm_state() == before
+    # now the real daemon, one round on the same state: exactly what the dry run showed
+    real_config = write_config(tmp_path / "real.toml", cluster, tmp_path / "real.db",
+                               policy="fifo", max_preempt_share=0.5)
+    cluster.run(*cli, "serve", "--config", str(real_config), "--rounds", "1")
+    done = Store(tmp_path / "real.db").journal()
+    assert [(type(e.action).__name__, e.action.job_id, list(getattr(e.action, "gpu_ids", ())),
+             e.key, e.status) for e in done] == \
+        [(a["kind"], a["job_id"], a["gpu_ids"], a["key"], "done") for a in dry["actions"]]
+    cluster.wait_for("the planned swap", lambda: (
+        cluster.jobs()[acted["Preempt"]]["job_state"] == "PENDING"
+        and cluster.jobs()[acted["Start"]]["job_state"] == "RUNNING"
+        and cluster.jobs()[held["Preempt"]]["job_state"] == "RUNNING"), 30)
 
 
 def test_rest_transport_reads_what_the_cli_reads(cluster: Cluster, tmp_path):
