@@ -229,5 +229,6 @@ def test_an_action_done_for_this_incarnation_is_not_repeated(tmp_path):
              gpus_held=state.jobs[0].gpus_held)
     adapter.source = state.with_jobs((a2, *state.jobs[1:]))
     third = store.journal(daemon.run_round())
-    assert [(type(e.action).__name__, e.action.job_id, e.status) for e in third][0] == \
+    first = third[0]
+    assert (type(first.action).__name__, first.action.job_id, first.status) == \
         ("Preempt", "a", DONE)
