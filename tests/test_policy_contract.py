@@ -186,6 +186,20 @@ def snap_tenants() -> ClusterState:
                         gpu_types=GPU_TYPES)
 
 
+def snap_started_elsewhere() -> ClusterState:
+    """Jobs Slurm (or an older profile) started where the policy may not keep them: a V100-only
+    job on a K80, a gang mixing types. Every policy must move or stop them."""
+    jobs = (
+        make_job("v_on_k80", 1, {"v100": 4.0}, held=("k80-0:0",), attained=300.0),
+        make_job("mixed_gang", 2, {"v100": 7.0, "k80": 3.0}, held=("v100-0:0", "k80-1:0"),
+                 attained=200.0, arrival=10.0),
+        make_job("fine", 2, {"v100": 7.0}, held=("v100-1:0", "v100-1:1"), attained=100.0,
+                 arrival=20.0),
+        make_job("waiting", 1, {"k80": 1.5}, arrival=30.0),
+    )
+    return ClusterState(time_s=400.0, nodes=mixed_nodes(), jobs=jobs, gpu_types=GPU_TYPES)
+
+
 SNAPSHOTS: dict[str, Callable[[], ClusterState]] = {
     "empty_cluster": snap_empty_cluster,
     "empty_queue": snap_empty_queue,
@@ -193,9 +207,10 @@ SNAPSHOTS: dict[str, Callable[[], ClusterState]] = {
     "gangs": snap_gangs,
     "too_big": snap_too_big,
     "tenants": snap_tenants,
+    "started_elsewhere": snap_started_elsewhere,
 }
 # snapshots whose plans change from round to round: the multi-round determinism check
-SEQUENCE_SNAPSHOTS = ("mixed_types", "gangs", "tenants")
+SEQUENCE_SNAPSHOTS = ("mixed_types", "gangs", "tenants", "started_elsewhere")
 
 
 # -- the independent checks -------------------------------------------------------------------

@@ -99,6 +99,17 @@ class RoundLog:
     leftover_to: dict[str, int] = field(default_factory=dict)
 
 
+def _legal_gang(job: Job, topology: Topology) -> bool:
+    """A lease is renewed only on a placement the auction itself could have made: GPUs the
+    policy sees, of one type, as many as the job asks, on a type the job has a rate for. A job
+    Slurm started elsewhere (or an older profile placed) goes back to the auction."""
+    machines = [topology.machine_of.get(g) for g in job.gpus_held]
+    if None in machines or len(job.gpus_held) != job.gpus:
+        return False
+    types = {topology.type_of[m] for m in machines if m is not None}
+    return len(types) == 1 and job.rate(types.pop(), job.gpus) > 0
+
+
 def app_key(job: Job) -> str:
     """Jobs sharing ``app`` (a Slurm array, a sweep tag) form one app; others are apps of one."""
     return job.app if job.app is not None else f"job:{job.id}"
@@ -171,8 +182,8 @@ class ThemisPolicy(PolicyBase):
             self.leases.setdefault(g, (job_id, now + self.settings.lease_s))
         kept = {}
         for job in active:
-            if job.gpus_held and all(self.leases[g][1] > now + _EPS and g in topology.machine_of
-                                     for g in job.gpus_held):
+            if job.gpus_held and _legal_gang(job, topology) and all(
+                    self.leases[g][1] > now + _EPS for g in job.gpus_held):
                 kept[job.id] = job.gpus_held
         return kept
 
