@@ -29,7 +29,7 @@ from gpufair.core.round import Round, RoundResult
 from gpufair.model import Action, ClusterState, Plan
 from gpufair.plugin.metrics import Metrics
 from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, Store
-from gpufair.policy.base import Policy
+from gpufair.policy.base import Policy, StatefulPolicy
 
 log = logging.getLogger("gpufair.daemon")
 
@@ -82,7 +82,7 @@ class Daemon:
         round_id = self.store.begin_round(name, _plan_dict(result.plan), result.actions,
                                           keys=result.keys, reason=result.plan.reason,
                                           dry_run=dry)
-        if hasattr(self.policy, "state_dict") and not dry:
+        if isinstance(self.policy, StatefulPolicy) and not dry:
             # leases, trackers, RNG: what the policy must remember across a restart
             self.store.save_policy_state(name, self.policy.state_dict())
         state = result.state
@@ -176,7 +176,7 @@ class Daemon:
 
     def restore_policy_state(self) -> bool:
         saved = self.store.policy_state(self.policy.name)
-        if saved is None or not hasattr(self.policy, "load_state_dict"):
+        if saved is None or not isinstance(self.policy, StatefulPolicy):
             return False
         self.policy.load_state_dict(saved)
         log.info("policy %s state restored", self.policy.name,

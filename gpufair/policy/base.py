@@ -44,6 +44,16 @@ class Policy(Protocol):
     def schedule(self, state: ClusterState, now: float) -> Plan: ...
 
 
+@runtime_checkable
+class StatefulPolicy(Policy, Protocol):
+    """A policy with state that must survive a daemon restart (leases, deficits, plans):
+    plain JSON-able data out, the same data back in."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, data: Mapping[str, Any]) -> None: ...
+
+
 @dataclass
 class PolicyStats:
     """Counters a policy exposes for benchmarks and metrics (solver share of wall time)."""
