@@ -5,6 +5,13 @@ scheduler never starts a held job, so only the jobs gpufair releases (after
 pinning them to the nodes its policy picked) run: there is no window in which
 Slurm could start a job gpufair did not choose.
 
+A hold set at submission is a *user* hold (Reason=JobHeldUser), which the job's
+owner could lift with `scontrol release`, running the job outside the policy
+(or undoing a preemption). slurm_job_modify therefore refuses any change of a
+managed job's priority (release, hold, nice-free priority updates) unless it
+comes from root or SlurmUser: only gpufair (running as one of them) releases.
+The admin comment that marks the job cannot be changed by users at all.
+
 Install: copy next to slurm.conf as job_submit.lua and set
     JobSubmitPlugins=lua
 Edit MANAGED to list the partitions gpufair controls (the same list as
@@ -15,6 +22,13 @@ default partition, named in DEFAULT_PARTITION.
 local MANAGED = { gpu = true }
 local DEFAULT_PARTITION = "gpu"
 local MARK = "gpufair:managed"
+-- uids allowed to hold/release managed jobs: root and SlurmUser (set SLURM_USER_UID
+-- to SlurmUser's uid when it is not root; gpufair serve runs as one of them)
+local OPERATORS = { [0] = true }
+local SLURM_USER_UID = nil
+if SLURM_USER_UID then OPERATORS[SLURM_USER_UID] = true end
+-- job_desc.priority when an update leaves the priority alone
+local NO_VAL = 4294967294
 
 local function managed(partition)
    local name = partition
@@ -35,6 +49,14 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+   if job_rec.admin_comment == MARK and not OPERATORS[modify_uid]
+      and job_desc.priority ~= nil and job_desc.priority ~= NO_VAL then
+      slurm.log_info("gpufair: uid %d may not change the priority of managed job %d",
+                     modify_uid, job_rec.job_id)
+      slurm.log_user("gpufair schedules this job: it is started and held by gpufair, " ..
+                     "not by scontrol release/hold (scancel it to withdraw it)")
+      return slurm.ESLURM_ACCESS_DENIED
+   end
    return slurm.SUCCESS
 end
 

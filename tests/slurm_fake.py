@@ -63,6 +63,7 @@ class FakeSlurm:
             return CommandResult(False, "Invalid job id specified")
         if verb == "update":
             job["pinned"] = expand_hostlist((fields or {}).get("NodeList", job.get("pinned", "")))
+            job["required_nodes"] = ",".join(job["pinned"])
         elif verb == "release":
             if job["job_state"] != "PENDING":
                 return CommandResult(False, "Job is not pending")

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from gpufair.adapters.slurm import SlurmAdapter, SlurmSettings, SlurmUnavailable
-from gpufair.adapters.slurm.commands import NotExpressible, slurm_priorities, steps_for
+from gpufair.adapters.slurm.commands import NotExpressible, precondition, steps_for
 from gpufair.adapters.slurm.translate import SlurmJobInfo
 from gpufair.adapters.slurm.transport import CommandResult, TransportError, scontrol_argv
+from gpufair.core.guards import rank_priorities
 from gpufair.model import Migrate, Preempt, PreemptMode, SetPriority, Start
 
 DATA = Path(__file__).parent / "data" / "slurm"
@@ -26,7 +27,7 @@ def _info(**kw) -> SlurmJobInfo:
 
 def test_start_pins_nodes_then_releases():
     steps = steps_for(Start("7", ("a:0", "a:1", "b:0", "b:1")), _info(), hard=True)
-    assert [s.verb for s in steps] == ["update", "release"]
+    assert [s.verb for s in steps] == ["update", "verify-pinned", "release", "verify-released"]
     assert steps[0].as_fields() == {"NodeList": "a,b", "NumNodes": "2",
                                     "TresPerNode": "gres:gpu:2", "StartTime": "now"}
 
@@ -40,19 +41,22 @@ def test_start_keeps_the_field_and_type_the_job_used():
 
 
 def test_preempt_holds_in_hard_mode_and_suspend_is_suspend():
-    assert [s.verb for s in steps_for(Preempt("7"), _info(), hard=True)] == ["requeuehold"]
-    assert [s.verb for s in steps_for(Preempt("7"), _info(), hard=False)] == ["requeue"]
+    assert [s.verb for s in steps_for(Preempt("7"), _info(), hard=True)] == \
+        ["requeuehold", "verify-requeued"]
+    assert [s.verb for s in steps_for(Preempt("7"), _info(), hard=False)] == \
+        ["requeue", "verify-requeued"]
     assert [s.verb for s in steps_for(Preempt("7", PreemptMode.SUSPEND), _info(),
                                       hard=True)] == ["suspend"]
 
 
 def test_migrate_waits_for_the_requeue_to_settle():
     verbs = [s.verb for s in steps_for(Migrate("7", ("b:0",)), _info(), hard=True)]
-    assert verbs == ["requeuehold", "await-pending", "update", "release"]
+    assert verbs == ["requeuehold", "await-pending", "update", "verify-pinned", "release",
+                     "verify-released"]
 
 
 def test_priorities_by_rank():
-    assert slurm_priorities({"3": -1.0, "10": 0.0, "2": -2.0}) == \
+    assert rank_priorities({"3": -1.0, "10": 0.0, "2": -2.0}) == \
         {"10": 1_000_000, "3": 999_999, "2": 999_998}
     assert steps_for(SetPriority("7", 999_999), _info(), hard=False)[0].as_fields() == \
         {"Priority": "999999"}
@@ -90,8 +94,16 @@ class FakeTransport:
         return self.nodes
 
     def control(self, verb, job_id, fields=None):
+        """Enough of slurmctld for the adapter's checks: updates pin, requeues hold."""
         self.calls.append((verb, job_id, fields))
-        return CommandResult(verb != "release" or job_id != "5", "Invalid job id")
+        if verb == "release" and job_id == "5":
+            return CommandResult(False, "Invalid job id")
+        job = next((j for j in self.jobs["jobs"] if str(j["job_id"]) == job_id), None)
+        if job is not None and verb == "update" and "NodeList" in (fields or {}):
+            job["required_nodes"] = fields["NodeList"]
+        elif job is not None and verb in ("requeuehold", "requeue"):
+            job.update(job_state="COMPLETING", priority=0)
+        return CommandResult(True, verb)
 
 
 def test_reads_retry_with_backoff_then_give_up():
@@ -141,3 +153,40 @@ def test_hold_and_cancel_are_plain_verbs():
     adapter = SlurmAdapter(transport, SlurmSettings())
     assert adapter.hold("4").ok and adapter.cancel("4").ok
     assert transport.calls == [("hold", "4", None), ("cancel", "4", None)]
+
+
+def _running(**kw) -> dict:
+    return {"job_state": "RUNNING", "restart_cnt": 0, "start_time": 1000, **kw}
+
+
+@pytest.mark.parametrize(("action", "fresh", "problem"), [
+    (Preempt("7"), None, "no longer in Slurm"),
+    (Preempt("7"), _running(job_state="COMPLETED"), "COMPLETED, not RUNNING"),
+    (Preempt("7"), _running(start_time=1500), "started again"),
+    (Preempt("7"), _running(restart_cnt=1), "restarted since the snapshot"),
+    (Migrate("7", ("b:0",)), _running(job_state="COMPLETING"), "COMPLETING, not RUNNING"),
+    (Start("7", ("b:0",)), _running(job_state="COMPLETING", start_time=0), "still settling"),
+    (Start("7", ("b:0",)), _running(), "RUNNING, not PENDING"),
+    (Preempt("7"), _running(), None),
+    (Preempt("7"), _running(start_time=1000.4), None),
+    (Start("7", ("b:0",)), _running(job_state="PENDING", start_time=0), None),
+])
+def test_every_action_is_checked_against_the_job_as_slurm_shows_it_now(action, fresh, problem):
+    """A requeue of a job that just COMPLETED would run it again; a preemption of a job that
+    restarted since the snapshot would hit the wrong run: both are refused, not carried out."""
+    from gpufair.model import Job, JobState
+    job = Job("7", state=JobState.RUNNING if isinstance(action, (Preempt, Migrate))
+              else JobState.PENDING, start_s=1000.0, restarts=0)
+    found = precondition(action, job, fresh)
+    assert (found is None) if problem is None else (problem in found)
+
+
+def test_a_job_that_finished_since_the_snapshot_is_not_requeued():
+    transport = FakeTransport()
+    adapter = SlurmAdapter(transport, SlurmSettings(), sleep=lambda s: None)
+    adapter.snapshot()
+    job = next(j for j in transport.jobs["jobs"] if str(j["job_id"]) == "1")
+    job["job_state"] = "COMPLETED"
+    result = adapter.apply_one(Preempt("1"))
+    assert not result.ok and not result.retry and "COMPLETED, not RUNNING" in result.detail
+    assert not [c for c in transport.calls if c[0] == "requeuehold"]

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from gpufair.adapters.base import Effect, Unavailable
-from gpufair.adapters.slurm.commands import NotExpressible, Step, steps_for
+from gpufair.adapters.slurm.commands import NotExpressible, Step, precondition, steps_for
+from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.adapters.slurm.translate import SlurmJobInfo, SlurmView, block_nodes, translate
 from gpufair.adapters.slurm.transport import (
     CliTransport,
@@ -29,6 +31,7 @@ from gpufair.model import (
     Action,
     ActionResult,
     ClusterState,
+    Job,
     JobState,
     Migrate,
     Preempt,
@@ -182,12 +185,20 @@ class SlurmAdapter:
 
     def apply_one(self, action: Action) -> ActionResult:
         info = self._info(action.job_id)
-        if info is None:
+        job = self._job(action.job_id)
+        if info is None or job is None:
             return ActionResult(action, False, f"job {action.job_id} not in the last snapshot")
         try:
             steps = steps_for(action, info, hard=self.hard)
         except NotExpressible as exc:
             return ActionResult(action, False, f"job {action.job_id}: {exc}")
+        try:
+            fresh = self._read_job(action.job_id)
+        except TransportError as exc:
+            return ActionResult(action, False, f"cannot check the job first: {exc}", retry=True)
+        problem = precondition(action, job, fresh)
+        if problem is not None:
+            return ActionResult(action, False, f"not applied: {problem}")
         if isinstance(action, Preempt) and action.mode is PreemptMode.SUSPEND:
             log.warning("job %s suspended: it keeps its GPUs until resumed", action.job_id)
         done: list[str] = []
@@ -203,7 +214,49 @@ class SlurmAdapter:
     def _run(self, step: Step) -> CommandResult:
         if step.verb == "await-pending":
             return self._await_pending(step.job_id)
+        if step.verb.startswith("verify-"):
+            try:
+                fresh = self._read_job(step.job_id)
+            except TransportError as exc:
+                return CommandResult(False, str(exc), unavailable=True)
+            return self._verify(step, fresh)
         return self.transport.control(step.verb, step.job_id, step.as_fields() or None)
+
+    def _read_job(self, job_id: str) -> Mapping[str, Any] | None:
+        """One job as Slurm shows it now (22.05's ``squeue --json`` ignores ``-j``)."""
+        for raw in self.transport.read_jobs().get("jobs", ()):
+            if isinstance(raw, Mapping) and str(raw.get("job_id")) == job_id:
+                return raw
+        return None
+
+    def _verify(self, step: Step, fresh: Mapping[str, Any] | None) -> CommandResult:
+        """That the step before took effect, before the next one builds on it."""
+        if fresh is None:
+            return CommandResult(False, "the job disappeared")
+        state = str(fresh.get("job_state") or "?").upper()
+        priority = fresh.get("priority")
+        if step.verb == "verify-requeued":
+            held = priority == 0 or not self.hard
+            if state in ("PENDING", "COMPLETING") and held:
+                return CommandResult(True, f"{state.lower()}, held" if self.hard else
+                                     state.lower())
+            return CommandResult(False, f"the job is {state} (priority {priority}) after the "
+                                 "requeue")
+        if step.verb == "verify-pinned":
+            wanted = set(expand_hostlist(step.as_fields()["NodeList"]))
+            pinned = set(expand_hostlist(str(fresh.get("required_nodes") or "")))
+            if state == "PENDING" and pinned == wanted:
+                return CommandResult(True, "pinned")
+            return CommandResult(False, f"the job is {state} on {sorted(pinned)}, not pinned "
+                                 f"to {sorted(wanted)}")
+        if step.verb == "verify-released":
+            if priority == 0:
+                return CommandResult(False, "still held after the release")
+            if state == "PENDING" and fresh.get("state_reason") == "BeginTime":
+                # a requeue that finished after our update reset the begin time: once more
+                return self.transport.control("update", step.job_id, {"StartTime": "now"})
+            return CommandResult(True, state.lower())
+        raise ValueError(f"unknown check {step.verb}")
 
     def _await_pending(self, job_id: str) -> CommandResult:
         """After a requeue the job is COMPLETING; updates then would be overwritten."""
@@ -226,6 +279,12 @@ class SlurmAdapter:
             self.view()
         assert self.last_view is not None
         return self.last_view.jobs.get(job_id)
+
+    def _job(self, job_id: str) -> Job | None:
+        if self.last_view is None:
+            self.view()
+        assert self.last_view is not None
+        return next((j for j in self.last_view.state.jobs if j.id == job_id), None)
 
     def hold(self, job_id: str) -> CommandResult:
         """Admin operations outside the plan's vocabulary (no model action expresses them)."""

@@ -11,11 +11,14 @@ by the adapter, for all victims of a round at once.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gpufair.adapters.slurm.translate import SlurmJobInfo
 from gpufair.model import (
     Action,
+    Job,
     Migrate,
     Preempt,
     PreemptMode,
@@ -70,29 +73,57 @@ def steps_for(action: Action, job: SlurmJobInfo, *, hard: bool) -> list[Step]:
         fields = placement_fields(job, action.gpu_ids) if hard else {}
         fields["StartTime"] = "now"
         steps = [Step("update", jid, tuple(fields.items()))]
+        if hard:
+            steps.append(Step("verify-pinned", jid, (("NodeList", fields["NodeList"]),)))
         if job.held:
-            steps.append(Step("release", jid))
+            steps += [Step("release", jid), Step("verify-released", jid)]
         return steps
     if isinstance(action, Resume):
         return [Step("resume", jid)]
     if isinstance(action, Preempt):
         if action.mode is PreemptMode.SUSPEND:
             return [Step("suspend", jid)]
-        return [Step("requeuehold" if hard else "requeue", jid)]
+        return [Step("requeuehold" if hard else "requeue", jid), Step("verify-requeued", jid)]
     if isinstance(action, (Resize, Migrate)):
         # a running job cannot grow or move in 22.05: restart it (from its checkpoint) there
         fields = placement_fields(job, action.gpu_ids)
         fields["StartTime"] = "now"
         return [Step("requeuehold", jid), Step("await-pending", jid),
-                Step("update", jid, tuple(fields.items())), Step("release", jid)]
+                Step("update", jid, tuple(fields.items())),
+                Step("verify-pinned", jid, (("NodeList", fields["NodeList"]),)),
+                Step("release", jid), Step("verify-released", jid)]
     if isinstance(action, SetPriority):
         value = max(1, min(PRIORITY_TOP, round(action.priority)))
         return [Step("update", jid, (("Priority", str(value)),))]
     raise NotExpressible(f"unknown action {type(action).__name__}")
 
 
-def slurm_priorities(priorities: dict[str, float]) -> dict[str, int]:
-    """Plan priorities (any scale, higher first) → distinct Slurm priorities by rank."""
-    ordered = sorted(priorities.items(), key=lambda kv: (-kv[1], int(kv[0])
-                                                         if kv[0].isdigit() else 0, kv[0]))
-    return {job_id: PRIORITY_TOP - rank for rank, (job_id, _) in enumerate(ordered)}
+def precondition(action: Action, job: Job, fresh: Mapping[str, Any] | None) -> str | None:
+    """Why ``action`` must not be carried out on the job as Slurm shows it right now, or None.
+
+    The plan was made on a snapshot; between it and the action the job may have finished,
+    been requeued, or restarted. Acting on it then would re-run a finished job (a requeue of a
+    COMPLETED job runs it again) or preempt the wrong incarnation. So each action is checked
+    against a fresh read: the same state, the same restart count, the same start time.
+    """
+    if fresh is None:
+        return "the job is no longer in Slurm"
+    state = str(fresh.get("job_state") or "?").upper()
+    restarts = fresh.get("restart_cnt")
+    if isinstance(restarts, int) and restarts != job.restarts:
+        return f"the job restarted since the snapshot (restart {restarts}, not {job.restarts})"
+    if isinstance(action, (Preempt, Migrate, Resize)):
+        if state != "RUNNING":
+            return f"the job is {state}, not RUNNING"
+        started = fresh.get("start_time")
+        if (job.start_s is not None and isinstance(started, (int, float))
+                and abs(float(started) - job.start_s) > 1.0):
+            return "the job started again since the snapshot"
+    elif isinstance(action, (Start, SetPriority)):
+        if state != "PENDING":
+            return f"the job is {state}, not PENDING" + (
+                " (a requeue still settling; planned again next round)"
+                if state == "COMPLETING" else "")
+    elif isinstance(action, Resume) and state != "SUSPENDED":
+        return f"the job is {state}, not SUSPENDED"
+    return None
