@@ -138,14 +138,32 @@ def test_apply_reports_failures_with_the_step():
     assert not missing.ok and "99" in missing.detail
 
 
-def test_grace_signal_goes_out_once_for_all_victims():
+def test_grace_signal_goes_out_once_for_all_victims_that_opted_in():
     transport = FakeTransport()
+    for job in transport.jobs["jobs"]:
+        if str(job["job_id"]) in ("1", "2"):
+            job["comment"] = "resnet sweep gpufair:checkpoint"
     sleeps: list[float] = []
     adapter = SlurmAdapter(transport, SlurmSettings(), sleep=sleeps.append)
     adapter.snapshot()
     adapter.apply([Preempt("1", grace_s=5), Preempt("2", grace_s=3)])
     assert [c[0] for c in transport.calls] == ["signal", "signal", "requeuehold", "requeuehold"]
     assert sleeps == [5]
+
+
+def test_no_signal_to_a_job_that_did_not_ask_for_one():
+    """SIGUSR1 kills a job that does not trap it: it would end FAILED, not requeued."""
+    transport = FakeTransport()
+    sleeps: list[float] = []
+    adapter = SlurmAdapter(transport, SlurmSettings(), sleep=sleeps.append)
+    adapter.snapshot()
+    adapter.apply([Preempt("1", grace_s=5)])
+    assert [c[0] for c in transport.calls] == ["requeuehold"] and sleeps == []
+    everyone = SlurmAdapter(FakeTransport(), SlurmSettings(checkpoint_opt_in=""),
+                            sleep=sleeps.append)
+    everyone.snapshot()
+    everyone.apply([Preempt("1", grace_s=5)])
+    assert [c[0] for c in everyone.transport.calls] == ["signal", "requeuehold"]
 
 
 def test_hold_and_cancel_are_plain_verbs():

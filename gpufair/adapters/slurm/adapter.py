@@ -67,7 +67,11 @@ class SlurmSettings:
     backoff_s: float = setting(0.5, "first pause between read retries (doubles)", ge=0.0)
     settle_timeout_s: float = setting(30.0, "how long a requeued job may stay COMPLETING",
                                       gt=0.0)
-    checkpoint_signal: str = setting("USR1", "sent grace_s before a preemption")
+    checkpoint_signal: str = setting("USR1", "sent grace_s before a preemption or move, to the"
+                                     " jobs that opted in")
+    checkpoint_opt_in: str = setting(
+        "gpufair:checkpoint", "jobs whose --comment holds this text get the checkpoint signal"
+        " (a job that does not handle it would die of it); empty: every job gets it")
 
     def __post_init__(self) -> None:
         if any(not p for p in self.managed_partitions):
@@ -165,16 +169,36 @@ class SlurmAdapter:
 
     # ---- write side -----------------------------------------------------------------------
     def warn_preemptions(self, actions: Sequence[Action]) -> float:
-        """Send the checkpoint signal to every job a round will preempt; return the grace."""
+        """Send the checkpoint signal to the jobs a round will stop that asked for it; return
+        how long to wait.
+
+        Only jobs that opted in (``checkpoint_opt_in`` in their comment) get it: SIGUSR1's
+        default action is to terminate, so a job that does not trap it would end FAILED
+        instead of being requeued. Every preempted job still gets Slurm's own SIGTERM and
+        KillWait on the requeue.
+        """
+        victims = [a for a in actions if getattr(a, "grace_s", 0.0) > 0]
+        if not victims:
+            return 0.0
+        try:
+            raw = {str(j.get("job_id")): j for j in self.transport.read_jobs().get("jobs", ())
+                   if isinstance(j, Mapping)}
+        except TransportError as exc:
+            log.warning("checkpoint signals not sent: %s", exc)
+            return 0.0
+        mark = self.settings.checkpoint_opt_in
         grace = 0.0
-        for action in actions:
-            if isinstance(action, Preempt) and action.grace_s > 0:
-                result = self.transport.control("signal", action.job_id,
-                                                {"signal": self.settings.checkpoint_signal})
-                if not result.ok:
-                    log.warning("job %s: checkpoint signal failed: %s", action.job_id,
-                                result.detail)
-                grace = max(grace, action.grace_s)
+        for action in victims:
+            comment = str((raw.get(action.job_id) or {}).get("comment") or "")
+            if mark and mark not in comment:
+                continue
+            result = self.transport.control("signal", action.job_id,
+                                            {"signal": self.settings.checkpoint_signal})
+            if not result.ok:
+                log.warning("job %s: checkpoint signal failed: %s", action.job_id,
+                            result.detail)
+                continue
+            grace = max(grace, getattr(action, "grace_s", 0.0))
         return grace
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:

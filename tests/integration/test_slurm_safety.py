@@ -1,0 +1,167 @@
+"""An ordinary user of a shared cluster against gpufair on the real loopback Slurm: no bypass
+of the hold, and no job lost, failed or re-run by a preemption (issue 12, items 3-5, 8)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from slurm_cluster import TRAIN_JOB, Cluster
+
+from gpufair.adapters.slurm import CliTransport, SlurmAdapter, SlurmSettings
+from gpufair.model import Migrate, Preempt, Start
+
+USER = "gpufair-it-user"
+
+
+@pytest.fixture(scope="module")
+def user() -> pwd.struct_passwd:
+    """An unprivileged account (created when missing: the tests run as root, like CI)."""
+    try:
+        return pwd.getpwnam(USER)
+    except KeyError:
+        if os.geteuid() != 0:
+            pytest.skip("needs root to create an unprivileged test user")
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", USER],
+                       check=True, capture_output=True)
+        return pwd.getpwnam(USER)
+
+
+def as_user(cluster: Cluster, who: pwd.struct_passwd, *argv: str
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), env=cluster.env, capture_output=True, text=True,
+                          timeout=30, check=False, user=who.pw_uid, group=who.pw_gid,
+                          cwd="/tmp")
+
+
+def user_dir(tmp_path: Path, who: pwd.struct_passwd) -> Path:
+    """A directory the user owns and can reach (pytest's tmp_path sits under a 0700 root
+    directory, where the user's job could not write its output)."""
+    path = Path(tempfile.mkdtemp(prefix="gpufair-user-", dir="/tmp"))
+    path.chmod(0o755)
+    os.chown(path, who.pw_uid, who.pw_gid)
+    (tmp_path / "user-dir").write_text(str(path))
+    return path
+
+
+def adapter(cluster: Cluster) -> SlurmAdapter:
+    return SlurmAdapter(CliTransport(env=cluster.env), SlurmSettings(), mode="hard")
+
+
+def test_a_user_cannot_release_or_hold_a_job_gpufair_holds(cluster: Cluster, tmp_path, user):
+    home = user_dir(tmp_path, user)
+    sub = as_user(cluster, user, "sbatch", "--parsable", "-o", str(home / "o.%j"), "--wrap",
+                  "sleep 600")
+    assert sub.returncode == 0, sub.stderr
+    job_id = sub.stdout.strip().split(";")[0]
+    for attempt in (["scontrol", "release", job_id],
+                    ["scontrol", "update", f"JobId={job_id}", "Priority=100"],
+                    ["scontrol", "hold", job_id]):
+        refused = as_user(cluster, user, *attempt)
+        assert refused.returncode != 0, attempt
+        assert "permission denied" in refused.stderr.lower(), refused.stderr
+    time.sleep(2)   # a scheduling pass: nothing moved
+    job = cluster.jobs()[job_id]
+    assert (job["job_state"], job["priority"]) == ("PENDING", 0)
+    # the user can still withdraw their job, and gpufair (root) can still release it
+    assert as_user(cluster, user, "scontrol", "update", f"JobId={job_id}",
+                   "Comment=still mine").returncode == 0
+    cluster.run("scontrol", "release", job_id)
+    assert cluster.jobs()[job_id]["priority"] > 0
+
+
+def test_preemption_cycles_never_fail_or_lose_an_unprepared_job(cluster: Cluster, tmp_path,
+                                                                 user):
+    """A job that does not handle any checkpoint signal (plain `sleep`), started and
+    preempted by the adapter again and again: it never ends FAILED or COMPLETED, and each
+    cycle is one more restart, never zero or two."""
+    home = user_dir(tmp_path, user)
+    job_id = as_user(cluster, user, "sbatch", "--parsable", "-N1", "--gres=gpu:2", "-o",
+                     str(home / "o.%j"), "--wrap", "sleep 600").stdout.strip()
+    slurm = adapter(cluster)
+    for cycle in range(4):
+        slurm.snapshot()
+        node = ("gpu-v100-1", "gpu-k80-1")[cycle % 2]
+        started = slurm.apply_one(Start(job_id, (f"{node}:0", f"{node}:1")))
+        assert started.ok, started.detail
+        cluster.wait_for("running", lambda: cluster.jobs()[job_id]["job_state"] == "RUNNING",
+                         60)
+        slurm.snapshot()
+        victim = [Preempt(job_id, grace_s=1.0)]      # [daemon] grace_s = 1
+        slurm.sleep(slurm.warn_preemptions(victim))
+        stopped = slurm.apply_one(victim[0])
+        assert stopped.ok, stopped.detail
+        cluster.wait_for("requeued and held", lambda: (
+            cluster.jobs()[job_id]["job_state"] == "PENDING"), 60)
+        job = cluster.jobs()[job_id]
+        assert job["restart_cnt"] == cycle + 1 and job["priority"] == 0, job
+    assert cluster.jobs()[job_id]["job_state"] == "PENDING"
+
+
+def test_an_opted_in_job_gets_the_checkpoint_signal_before_it_stops(cluster: Cluster,
+                                                                   tmp_path):
+    job_id = cluster.run("sbatch", "--parsable", "-J", "ckpt", "-o", str(tmp_path / "ckpt.log"),
+                         "--open-mode=append", "--comment=gpufair:checkpoint", "-N1",
+                         "--gres=gpu:1", str(TRAIN_JOB), str(tmp_path), "400", "0.5"
+                         ).stdout.strip()
+    cluster.run("scontrol", "update", f"JobId={job_id}", "NodeList=gpu-k80-2", "NumNodes=1")
+    cluster.run("scontrol", "release", job_id)
+    cluster.wait_for("running", lambda: cluster.jobs()[job_id]["job_state"] == "RUNNING", 30)
+    time.sleep(1.5)
+    slurm = adapter(cluster)
+    slurm.snapshot()
+    victim = Preempt(job_id, grace_s=1.0)
+    assert slurm.warn_preemptions([victim]) == 1.0
+    time.sleep(1.0)
+    assert slurm.apply_one(victim).ok
+    cluster.wait_for("the trap's line", lambda: "caught USR1" in (tmp_path / "ckpt.log")
+                     .read_text(), 10)
+    cluster.wait_for("requeued", lambda: cluster.jobs()[job_id]["job_state"] == "PENDING", 60)
+    assert cluster.jobs()[job_id]["restart_cnt"] == 1
+
+
+def test_a_job_that_finished_after_the_snapshot_is_not_run_again(cluster: Cluster, tmp_path):
+    job_id = cluster.sbatch("short", tmp_path, nodes=1, gpus_per_node=1, steps=2, step_s=0.5)
+    cluster.run("scontrol", "update", f"JobId={job_id}", "NodeList=gpu-v100-1", "NumNodes=1")
+    cluster.run("scontrol", "release", job_id)
+    cluster.wait_for("running", lambda: cluster.jobs()[job_id]["job_state"] == "RUNNING", 30)
+    slurm = adapter(cluster)
+    slurm.snapshot()                                    # the plan is made on this
+    cluster.wait_for("completed", lambda: cluster.jobs()[job_id]["job_state"] == "COMPLETED",
+                     30)
+    result = slurm.apply_one(Preempt(job_id))           # the round acts after it finished
+    assert not result.ok and "COMPLETED, not RUNNING" in result.detail
+    time.sleep(2)
+    job = cluster.jobs()[job_id]
+    assert (job["job_state"], job["restart_cnt"]) == ("COMPLETED", 0)
+    log = (tmp_path / "short.log").read_text()
+    assert log.count("run start") == 1 and "run done" in log
+
+
+def test_a_migration_restarts_the_job_on_the_planned_nodes(cluster: Cluster, tmp_path):
+    job_id = cluster.sbatch("mover", tmp_path, nodes=1, gpus_per_node=2, steps=400)
+    cluster.run("scontrol", "update", f"JobId={job_id}", "NodeList=gpu-v100-1", "NumNodes=1")
+    cluster.run("scontrol", "release", job_id)
+    cluster.wait_for("running", lambda: cluster.jobs()[job_id]["job_state"] == "RUNNING", 30)
+    time.sleep(1.5)
+    slurm = adapter(cluster)
+    slurm.snapshot()
+    result = slurm.apply_one(Migrate(job_id, ("gpu-v100-2:0", "gpu-v100-2:1")))
+    assert result.ok, result.detail
+    cluster.wait_for("running on gpu-v100-2", lambda: (
+        cluster.jobs()[job_id]["job_state"] == "RUNNING"
+        and cluster.jobs()[job_id]["nodes"] == "gpu-v100-2"), 60)
+    log = tmp_path / "mover.log"
+    cluster.wait_for("the restarted run's first line", lambda: "restart=1" in log.read_text(),
+                     30)
+    restarted = log.read_text().split("restart=1")[1].split("\n")[0]
+    assert "node=gpu-v100-2" in restarted and "from_step=0 " not in restarted
+
+
+def test_train_job_script_is_there():
+    assert TRAIN_JOB.exists()
