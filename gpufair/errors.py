@@ -27,3 +27,8 @@ class InputError(ValueError):
         self.field = field
         self.value = value
         self.problem = problem
+
+
+class RefusedToStart(RuntimeError):
+    """A service will not start because it would be unsafe (e.g. a second daemon on one
+    store). Not bad input: the command exits 1, not 2."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from gpufair.cli import config as config_cli
 from gpufair.cli import dry_run, profile, simulate, slurm
-from gpufair.errors import InputError
+from gpufair.errors import InputError, RefusedToStart
 
 EXIT_INPUT = 2
 
@@ -34,6 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"gpufair: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except RefusedToStart as exc:
+        print(f"gpufair: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

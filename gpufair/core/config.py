@@ -80,6 +80,10 @@ class DaemonOptions:
                                        " resource manager)", ge=0.0)
     hook_dir: str = setting("/var/spool/gpufair", "spool and wake socket shared with the"
                             " hooks")
+    event_min_interval_s: float = setting(5.0, "hook events coalesce: at most one fill-only"
+                                          " round per this many seconds", ge=0.0)
+    wake_group: str | None = setting(None, "group allowed to wake the daemon (SlurmUser's);"
+                                     " unset: root and the daemon's user only")
     metrics_host: str = setting("127.0.0.1", "address of the Prometheus endpoint")
     metrics_port: int = setting(9464, "port of /metrics; 0: no endpoint", ge=0, le=65535)
     log_format: str = setting("json", "json: one object per line; text", choices=("json",
@@ -96,6 +100,10 @@ class StoreOptions:
     """``[store]``: where the daemon keeps its journal, history and policy state."""
 
     path: str = setting("/var/lib/gpufair/state.db", "SQLite database (WAL)")
+    keep_finished_s: float = setting(7 * 86400.0, "history of a job is kept this long after"
+                                     " it finished (or was last seen)", gt=0.0)
+    keep_rounds_s: float = setting(30 * 86400.0, "rounds, their actions and hook events are"
+                                   " kept this long", gt=0.0)
 
 
 SECTIONS: Mapping[str, type] = MappingProxyType({

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import select
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from gpufair.core.round import Round, RoundResult
 from gpufair.model import Action, ClusterState, Plan
 from gpufair.plugin.metrics import Metrics
 from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, Store
+from gpufair.plugin.wake import WakeSocket
 from gpufair.policy.base import Policy, StatefulPolicy
 
 log = logging.getLogger("gpufair.daemon")
@@ -42,6 +41,11 @@ class ServiceSettings:
     dry_run: bool = False              # journal as skipped; never persist policy state
     action_interval_s: float = 0.0     # pause between actions: spreads load on slurmctld
     hook_dir: str = "/var/spool/gpufair"
+    event_min_interval_s: float = 5.0  # hook events: at most one fill-only round per this
+    wake_group: str | None = None      # group that may wake the daemon (SlurmUser's)
+    keep_finished_s: float = 7 * 86400.0   # store: job history kept after the job ended
+    keep_rounds_s: float = 30 * 86400.0    # store: rounds, actions, events kept
+    prune_every_s: float = 600.0           # how often the store is pruned
 
 
 class Daemon:
@@ -58,6 +62,7 @@ class Daemon:
         self.sleep = sleep
         self.stopping = False
         self.last: RoundResult | None = None
+        self.pruned_at = -float("inf")
 
     @property
     def policy(self) -> Policy:
@@ -74,7 +79,8 @@ class Daemon:
             self.metrics.observe_round("skipped", None)
             log.error("round skipped: %s", exc, extra={"fields": {"event": "round_skipped"}})
             return None
-        result = self.rounds.run(raw, preemptive=preemptive, history=self.store.job_history())
+        history = self.store.job_history([j.id for j in raw.jobs])
+        result = self.rounds.run(raw, preemptive=preemptive, history=history)
         self.last = result
         self.store.save_jobs(result.history)
         self._report_deferred(result.deferred)
@@ -101,10 +107,24 @@ class Daemon:
         if not self.stopping:
             self.store.finish_round(round_id, latency, status=status)
         self.metrics.observe_round(status, latency)
+        self._prune()
         self.metrics.set_allocation(_tenant_gpus(state, result.plan), rho_estimates(state))
         log.info("round %d: %d actions in %.3f s", round_id, len(result.actions), latency,
                  extra={"fields": {**fields, "latency_s": round(latency, 4)}})
         return round_id
+
+    def _prune(self) -> None:
+        """Bound the store (it grew by every job and round forever): at most every
+        ``prune_every_s``; never in a dry run, whose store is a scratch copy anyway."""
+        now = time.monotonic()
+        if self.settings.dry_run or now - self.pruned_at < self.settings.prune_every_s:
+            return
+        self.pruned_at = now
+        jobs, rounds = self.store.prune(keep_finished_s=self.settings.keep_finished_s,
+                                        keep_rounds_s=self.settings.keep_rounds_s)
+        if jobs or rounds:
+            log.info("store pruned: %d jobs, %d rounds", jobs, rounds,
+                     extra={"fields": {"event": "pruned", "jobs": jobs, "rounds": rounds}})
 
     def _report_deferred(self, deferred: list[Deferred]) -> None:
         capped = [d for d in deferred if "cap" in d.reason]
@@ -216,55 +236,43 @@ class Daemon:
 
     # ---- the loop -------------------------------------------------------------------------
     def serve(self, *, max_rounds: int | None = None) -> None:
-        wake = _bind_wake_socket(Path(self.settings.hook_dir))
+        wake = WakeSocket(self.settings.hook_dir, group=self.settings.wake_group)
+        self.wake = wake
         try:
             self.recover()
             rounds = 0
-            next_round = time.monotonic()
+            timer = time.monotonic()
             preemptive = True
             while not self.stopping and (max_rounds is None or rounds < max_rounds):
                 self.ingest_spool()
                 self.run_round(preemptive=preemptive)
                 rounds += 1
+                ended = time.monotonic()
                 if preemptive:
-                    next_round = time.monotonic() + self.settings.round_s
-                preemptive = self._wait(wake, next_round)
+                    timer = ended + self.settings.round_s
+                preemptive = self._wait(wake, timer, ended + self.settings.event_min_interval_s)
         finally:
             wake.close()
 
-    def _wait(self, wake: socket.socket, deadline: float) -> bool:
-        """Sleep until the round timer (→ preemptive round) or a hook event (→ fill-only)."""
+    def _wait(self, wake: WakeSocket, timer: float, events_from: float) -> bool:
+        """Sleep until the round timer (→ preemptive round) or a hook event (→ fill-only).
+
+        Events are coalesced: however many wakes arrive, at most one fill-only round runs per
+        ``event_min_interval_s`` after the last round, so a burst of job starts and ends (or
+        a user hammering the socket) costs one round, not one per datagram.
+        """
+        woken = False
         while not self.stopping:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            now = time.monotonic()
+            if now >= timer:
                 return True
-            ready, _, _ = select.select([wake], [], [], min(left, 1.0))
-            if ready:
-                _drain(wake)
+            if woken and now >= events_from:
                 return False
+            until = timer if not woken else min(timer, events_from)
+            ready, _, _ = select.select([wake], [], [], max(0.0, min(until - now, 1.0)))
+            if ready and wake.drain():
+                woken = True
         return True
-
-
-def _bind_wake_socket(hook_dir: Path) -> socket.socket:
-    hook_dir.mkdir(parents=True, exist_ok=True)
-    path = hook_dir / "wake.sock"
-    path.unlink(missing_ok=True)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    old = os.umask(0o077)  # only the daemon's user (root/SlurmUser) may wake it
-    try:
-        sock.bind(str(path))
-    finally:
-        os.umask(old)
-    sock.setblocking(False)
-    return sock
-
-
-def _drain(sock: socket.socket) -> None:
-    while True:
-        try:
-            sock.recv(1024)
-        except BlockingIOError:
-            return
 
 
 def _tenant_gpus(state: ClusterState, plan: Plan) -> dict[str, int]:

@@ -17,6 +17,7 @@ from gpufair.core.config import Config
 from gpufair.core.enrich import measure, with_default_profiles
 from gpufair.core.round import Enricher, Round
 from gpufair.plugin.daemon import Daemon, ServiceSettings
+from gpufair.plugin.lock import InstanceLock
 from gpufair.plugin.logs import setup_logging
 from gpufair.plugin.metrics import Metrics, serve_metrics
 from gpufair.plugin.store import Store
@@ -53,7 +54,11 @@ def build_daemon(config: Config, adapter: ResourceManager, store: Store, *,
                  dry_run: bool = False, metrics: Metrics | None = None) -> Daemon:
     d = config.daemon
     settings = ServiceSettings(round_s=d.round_s, dry_run=dry_run,
-                               action_interval_s=d.action_interval_s, hook_dir=d.hook_dir)
+                               action_interval_s=d.action_interval_s, hook_dir=d.hook_dir,
+                               event_min_interval_s=d.event_min_interval_s,
+                               wake_group=d.wake_group,
+                               keep_finished_s=config.store.keep_finished_s,
+                               keep_rounds_s=config.store.keep_rounds_s)
     return Daemon(adapter, live_round(config, policy=policy, profiler=profiler), store,
                   settings, metrics or Metrics())
 
@@ -65,6 +70,7 @@ def serve(config: Config, adapter: ResourceManager, *, dry_run: bool = False,
     if dry_run:
         from gpufair.adapters.recording import RecordingAdapter
         adapter = RecordingAdapter(adapter)
+    lock = InstanceLock(config.store.path).acquire()
     store = Store(config.store.path)
     daemon = build_daemon(config, adapter, store, policy=policy, dry_run=dry_run,
                           profiler=daemon_profiler(config.store.path))
@@ -91,4 +97,5 @@ def serve(config: Config, adapter: ResourceManager, *, dry_run: bool = False,
         if server is not None:
             server.shutdown()
         store.close()
+        lock.release()
     return 0

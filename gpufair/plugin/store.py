@@ -98,7 +98,9 @@ class Store:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+        # one user at a time, but not always the creating thread (tests, embedding)
+        self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None,
+                                  check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")  # a SIGKILL must not lose a commit
         self.db.executescript(SCHEMA)
@@ -197,13 +199,38 @@ class Store:
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     # ---- job history ----------------------------------------------------------------------
-    def job_history(self) -> dict[str, dict[str, Any]]:
-        rows = self.db.execute("SELECT job_id, tenant, first_seen, arrival_s, state, "
-                               "attained_s, waiting_s, restarts, last_seen, finished_at, "
-                               "exit_code FROM jobs")
-        keys = ("job_id", "tenant", "first_seen", "arrival_s", "state", "attained_s",
-                "waiting_s", "restarts", "last_seen", "finished_at", "exit_code")
-        return {r[0]: dict(zip(keys, r, strict=True)) for r in rows}
+    _JOB_KEYS = ("job_id", "tenant", "first_seen", "arrival_s", "state", "attained_s",
+                 "waiting_s", "restarts", "last_seen", "finished_at", "exit_code")
+
+    def job_history(self, job_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """The stored history of ``job_ids`` (all jobs when None). A round asks only for
+        the jobs in its snapshot, so its cost does not grow with the finished jobs kept."""
+        sql = f"SELECT {', '.join(self._JOB_KEYS)} FROM jobs"
+        if job_ids is None:
+            rows = list(self.db.execute(sql))
+        else:
+            rows = []
+            for start in range(0, len(job_ids), 500):
+                chunk = job_ids[start:start + 500]
+                rows += self.db.execute(f"{sql} WHERE job_id IN ({','.join('?' * len(chunk))})",
+                                        chunk)
+        return {r[0]: dict(zip(self._JOB_KEYS, r, strict=True)) for r in rows}
+
+    def prune(self, *, keep_finished_s: float, keep_rounds_s: float,
+              now: float | None = None) -> tuple[int, int]:
+        """Forget jobs finished (or unseen) longer than ``keep_finished_s`` ago, and finished
+        rounds with their actions and hook events older than ``keep_rounds_s``. Returns
+        (jobs, rounds) removed. Unfinished rounds are never pruned: recovery needs them."""
+        now = time.time() if now is None else now
+        with self.tx() as db:
+            jobs = db.execute("DELETE FROM jobs WHERE COALESCE(finished_at, last_seen) < ?",
+                              (now - keep_finished_s,)).rowcount
+            old = "SELECT id FROM rounds WHERE status != 'applying' AND started_at < ?"
+            cutoff = (now - keep_rounds_s,)
+            db.execute(f"DELETE FROM actions WHERE round_id IN ({old})", cutoff)
+            rounds = db.execute(f"DELETE FROM rounds WHERE id IN ({old})", cutoff).rowcount
+            db.execute("DELETE FROM events WHERE ts < ?", cutoff)
+        return jobs, rounds
 
     def save_jobs(self, rows: list[dict[str, Any]]) -> None:
         with self.tx() as db:
