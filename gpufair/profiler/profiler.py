@@ -4,6 +4,13 @@ The arbiter calls :meth:`Profiler.round` once per scheduling round with the logs
 running jobs (and the GPU type and count each ran on since the last round); it reads only
 the new bytes of each, so a round over thousands of logs costs little. :meth:`apply` then
 writes what was measured into the job record the policies see.
+
+Logs are opened only if safe for a root daemon (:mod:`gpufair.profiler.files`): regular
+files, no symlink as the last component, and — when :attr:`JobLog.owner_uid` is given —
+only files the job's owner could read. A refused or missing log yields nothing that round,
+its reason is in :attr:`Profiler.problems`, and the other logs are read as usual; no round
+raises because of one log's file. Each log is read at most ``max_bytes`` a round with
+``pread`` on a regular file, so nothing waits on a writer (a hung NFS mount aside).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpufair.errors import InputError
 from gpufair.model import Job, Progress
 from gpufair.profiler import tensorboard_events
 from gpufair.profiler.events import LineStats, Sample, Samples
@@ -26,7 +34,14 @@ from gpufair.profiler.throughput import PACKED, ThroughputModel
 
 @dataclass(frozen=True, slots=True)
 class JobLog:
-    """A job's log and where the job ran since the last round (None: not known/not running)."""
+    """A job's log and where the job ran since the last round (None: not known/not running).
+
+    ``owner_uid``: the uid of the job's owner (Slurm's ``user_id``); the log is read only if
+    that user could read it (owner, group and other bits of the opened file, checked as the
+    kernel would). ``owner_gids``: the user's groups, for the group bits (None: the group
+    bits never grant). ``owner_uid=None`` (``gpufair profile`` on one's own files): no
+    owner check; regular files only and no final symlink still apply.
+    """
 
     job_id: str
     path: str
@@ -35,6 +50,8 @@ class JobLog:
     placement: str = PACKED
     model: str | None = None
     family: str | None = None
+    owner_uid: int | None = None
+    owner_gids: tuple[int, ...] | frozenset[int] | None = None
 
 
 @dataclass(slots=True)
@@ -59,6 +76,9 @@ class Profiler:
         self._saved = self.store.load()
         self._jobs: dict[str, _Tracked] = {}
         self.reports: dict[str, JobReport] = {}
+        # job id -> why its log gave nothing in the last round ("refused: symlink",
+        # "refused: not a regular file", "refused: owner mismatch", "missing", "error: ...")
+        self.problems: dict[str, str] = {}
 
     def round(self, logs: Iterable[JobLog]) -> dict[str, JobReport]:
         """Read what each log gained; return the reports of the jobs whose logs changed.
@@ -80,9 +100,14 @@ class Profiler:
         dirty: dict[str, dict[str, Any]] = {}
         grown: list[tuple[JobLog, _Tracked]] = []
         news: list[Samples | list[Sample] | bytes] = []
+        self.problems = {}
         for log in logs:
             tracked = self._tracked(log)
-            new, grew = self._read(log, tracked)
+            try:
+                new, grew = self._read(log, tracked)
+            except Exception as exc:  # one bad log never stops the others
+                self._problem(log, tracked, "error", f"{type(exc).__name__}: {exc}")
+                continue
             if grew:
                 grown.append((log, tracked))
                 news.append(new)
@@ -131,7 +156,7 @@ class Profiler:
         if family == "tensorboard" or tensorboard_events.is_event_file(log.path):
             if not tensorboard_events.available():
                 return None
-            return tensorboard_events.EventFileSource(log.path, context)
+            return tensorboard_events.EventFileSource(log.path, context, self.max_bytes)
         return LogStream(family, context)
 
     def _read(self, log: JobLog, tracked: _Tracked) -> tuple[list[Sample] | bytes, bool]:
@@ -142,15 +167,23 @@ class Profiler:
                 return [], False
         stream = tracked.stream
         if isinstance(stream, tensorboard_events.EventFileSource):
-            samples = stream.read()
+            samples = stream.read(log.owner_uid, log.owner_gids)
+            self._problem(log, tracked, stream.event, stream.reason)
             return samples, bool(samples)
-        read = read_new(log.path, tracked.position, self.max_bytes)
-        if read.event:
-            tracked.events[read.event] = tracked.events.get(read.event, 0) + 1
+        read = read_new(log.path, tracked.position, self.max_bytes, log.owner_uid,
+                        log.owner_gids)
+        self._problem(log, tracked, read.event, read.reason)
         if read.skipped_bytes:
             stream.stats.malformed += 1
         tracked.position = read.position
         return read.data, bool(read.data or read.skipped_bytes)
+
+    def _problem(self, log: JobLog, tracked: _Tracked, event: str, reason: str) -> None:
+        """Count the read's event; note the log's problem for this round, if any."""
+        if event:
+            tracked.events[event] = tracked.events.get(event, 0) + 1
+        if event in ("refused", "missing", "error"):
+            self.problems[log.job_id] = f"{event}: {reason}" if reason else event
 
     @staticmethod
     def _entry(tracked: _Tracked, report: JobReport) -> dict[str, Any]:
@@ -196,10 +229,17 @@ class Profiler:
 
 
 def profile_file(path: str, family: str | None = None) -> JobReport:
-    """Everything extracted from one log file read whole (what ``gpufair profile`` prints)."""
+    """Everything extracted from one log file read whole (what ``gpufair profile`` prints).
+
+    No owner check (the caller reads their own files), but a symlink, a FIFO or anything
+    else than a regular file is refused: :class:`InputError` with the reason."""
     profiler = Profiler(max_bytes=1 << 62)
     log = JobLog(job_id=path, path=path, family=family)
     profiler.round([log])
+    problem = profiler.problems.get(path, "")
+    if problem.startswith("refused"):
+        raise InputError(path, f"{problem} (only regular files are read, and no symlink: "
+                               "give the file it points to)")
     report = profiler.reports.get(path)
     if report is None:
         tracked = profiler._jobs[path]

@@ -10,13 +10,22 @@ A position is (device, inode, offset, fingerprint of the first bytes). Each read
 - otherwise from the offset, up to ``max_bytes``, ending at the last complete line (a partial
   last line is read next round, once finished). A line longer than ``max_bytes`` is
   skipped, counted, and never blocks the tail.
+
+Files are opened by :func:`gpufair.profiler.files.open_log`: regular files only, no symlink
+as the last component, and (given the job's owner) only what that user could read; a
+refused file reads as nothing, with event ``"refused"`` and the reason. At most
+``max_bytes`` are read per call (the rest of a rotated file included), with ``pread`` on a
+regular file: no call waits on a writer (a hung NFS mount aside, see ``files``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
+
+from gpufair.profiler.files import Refused, open_log
 
 HEAD_BYTES = 64
 MAX_BYTES = 8 << 20
@@ -44,8 +53,9 @@ class Position:
 class Read:
     data: bytes
     position: Position
-    event: str = ""          # "", "missing", "rotated", "truncated", "rewritten"
+    event: str = ""          # "", "missing", "refused", "rotated", "truncated", "rewritten"
     skipped_bytes: int = 0   # an over-long line given up on
+    reason: str = ""         # why a file was refused (``files``' reasons)
 
 
 def _fingerprint(fd: int, length: int) -> tuple[str, int]:
@@ -61,20 +71,24 @@ def _complete(chunk: bytes, at_eof_limit: bool) -> tuple[bytes, int]:
     return b"", len(chunk) if at_eof_limit else 0
 
 
-def read_new(path: str, pos: Position | None, max_bytes: int = MAX_BYTES) -> Read:
+def read_new(path: str, pos: Position | None, max_bytes: int = MAX_BYTES,
+             owner_uid: int | None = None, owner_gids: Collection[int] | None = None) -> Read:
+    """What ``path`` gained since ``pos``; ``owner_uid``/``owner_gids``: the job's owner,
+    whose read permission the file must grant (None: not checked, see ``files``)."""
     # a copy: the caller's position stays as it was if anything below fails
     pos = Position() if pos is None else Position(pos.dev, pos.ino, pos.offset, pos.head,
                                                   pos.head_len)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd, st = open_log(path, owner_uid, owner_gids)
+    except Refused as refused:
+        return Read(b"", pos, "refused", reason=refused.reason)
     except OSError:
         return Read(b"", pos, "missing")
     try:
-        st = os.fstat(fd)
         event = ""
         prefix = b""
         if pos.ino and (st.st_dev, st.st_ino) != (pos.dev, pos.ino):
-            prefix = _rest_of_rotated(path, pos, max_bytes)
+            prefix = _rest_of_rotated(path, pos, max_bytes, owner_uid, owner_gids)
             event, pos.offset = "rotated", 0
         elif st.st_size < pos.offset:
             event, pos.offset = "truncated", 0
@@ -85,7 +99,8 @@ def read_new(path: str, pos: Position | None, max_bytes: int = MAX_BYTES) -> Rea
         pos.dev, pos.ino = st.st_dev, st.st_ino
         if pos.head_len < HEAD_BYTES and st.st_size > pos.head_len:
             pos.head, pos.head_len = _fingerprint(fd, HEAD_BYTES)
-        want = min(st.st_size - pos.offset, max_bytes)
+        # the rest of a rotated file counts against the same budget
+        want = min(st.st_size - pos.offset, max_bytes - len(prefix))
         if want <= 0:
             return Read(prefix, pos, event)
         chunk = os.pread(fd, want, pos.offset)
@@ -96,15 +111,16 @@ def read_new(path: str, pos: Position | None, max_bytes: int = MAX_BYTES) -> Rea
         os.close(fd)
 
 
-def _rest_of_rotated(path: str, pos: Position, max_bytes: int) -> bytes:
-    """Lines the old file gained after our last read, if logrotate left it at ``path.1``."""
+def _rest_of_rotated(path: str, pos: Position, max_bytes: int, owner_uid: int | None,
+                     owner_gids: Collection[int] | None) -> bytes:
+    """Lines the old file gained after our last read, if logrotate left it at ``path.1``
+    (and it may still be read: the same checks as the log itself)."""
     old = path + ".1"
     try:
-        fd = os.open(old, os.O_RDONLY)
-    except OSError:
+        fd, st = open_log(old, owner_uid, owner_gids)
+    except (Refused, OSError):
         return b""
     try:
-        st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != (pos.dev, pos.ino) or st.st_size <= pos.offset:
             return b""
         chunk = os.pread(fd, min(st.st_size - pos.offset, max_bytes), pos.offset)

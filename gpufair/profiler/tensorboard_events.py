@@ -1,21 +1,40 @@
-"""TensorBoard event files, read through TensorBoard's own maintained loader (optional extra).
+"""TensorBoard event files, decoded by TensorBoard's own maintained code (optional extra).
 
-``pip install 'gpufair[profiler-tensorboard]'``. No protobuf is decoded by hand: records come
-from ``tensorboard.backend.event_processing.event_file_loader.EventFileLoader``. Scalars are
+``pip install 'gpufair[profiler-tensorboard]'``. No protobuf is decoded by hand: each record
+is parsed by TensorBoard's ``event_pb2.Event`` and passed through the same read-time compat
+layers as its ``EventFileLoader`` (``data_compat``, ``dataclass_compat``). Scalars are
 mapped by tag: ``steps_per_sec`` / ``global_step/sec`` / ``it/s`` → step rate,
 ``samples_per_sec`` / ``examples/sec`` → sample rate, ``batch_size`` → batch size,
-``iter_time`` / ``step_time`` (``_ms`` for milliseconds) → time, ``loss`` → loss. Incremental
-reading keeps the loader's position in memory; across restarts the last step consumed is
-persisted, and events at or before it are skipped.
+``iter_time`` / ``step_time`` (``_ms`` for milliseconds) → time, ``loss`` → loss.
+
+The records' framing (TFRecord: length, its masked CRC-32C, data, its masked CRC-32C) is
+read here rather than by ``EventFileLoader``, because the loader opens the path itself —
+following symlinks and blocking on a FIFO, as root — and reads all that is new at once. Here
+the file is opened by :func:`gpufair.profiler.files.open_log` every round (regular files
+only, no final symlink, only what the job's owner could read) and at most ``max_bytes`` are
+read with ``pread``. A record's data CRC is checked up to ``CRC_CHECKED`` bytes (scalar
+events are far smaller; TensorBoard's CRC-32C is pure Python, ~0.2 µs a byte, and larger
+records — images, histograms, graphs — give the profiler nothing); a header whose CRC fails
+means the framing is lost, and the file is not read past it. Incremental reading keeps the
+byte offset in memory (a new inode or a shorter file: from the start again); across
+restarts the last step consumed is persisted, and events at or before it are skipped.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import struct
+from collections.abc import Collection
 from typing import Any
 
 from gpufair.profiler.events import LineStats, Sample
+from gpufair.profiler.files import Refused, open_log
 
+MAX_BYTES = 8 << 20
+CRC_CHECKED = 1 << 16
+_HEADER = 12     # uint64 length, uint32 masked CRC of the length
+_FOOTER = 4      # uint32 masked CRC of the data
 _RATE = re.compile(r"steps?_per_sec|global_step/sec|it/s|steps_per_second")
 _SAMPLES = re.compile(r"samples?_per_sec|examples?/sec|examples_per_second|images?/sec")
 _TIME = re.compile(r"iter(?:ation)?_time|step_time|time_per_iter")
@@ -36,19 +55,37 @@ def is_event_file(path: str) -> bool:
 class EventFileSource:
     family = "tensorboard"
 
-    def __init__(self, path: str, context: dict[str, Any] | None = None) -> None:
-        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    def __init__(self, path: str, context: dict[str, Any] | None = None,
+                 max_bytes: int = MAX_BYTES) -> None:
+        from tensorboard import data_compat, dataclass_compat
+        from tensorboard.compat.proto import event_pb2
+        from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
         from tensorboard.util import tensor_util
-        self._loader = EventFileLoader(path)
+        self.path = path
+        self.max_bytes = max(max_bytes, _HEADER + _FOOTER)
+        self._decode = event_pb2.Event.FromString
+        self._migrate = data_compat.migrate_event
+        self._migrate_dataclass = dataclass_compat.migrate_event
+        self._crc = masked_crc32c
         self._to_array = tensor_util.make_ndarray
+        # tag -> SummaryMetadata, as EventFileLoader keeps it for dataclass_compat
+        self._initial_metadata: dict[str, Any] = {}
+        self._dev = self._ino = self._offset = 0
+        self._lost: tuple[int, int, int] | None = None   # where the framing was lost
         self.context: dict[str, Any] = dict(context or {})
         self.stats = LineStats()
+        # the last read's event ("", "missing", "refused", "rotated", "truncated") and reason
+        self.event = ""
+        self.reason = ""
 
-    def read(self) -> list[Sample]:
+    def read(self, owner_uid: int | None = None,
+             owner_gids: Collection[int] | None = None) -> list[Sample]:
+        """The samples of the events the file gained; ``owner_uid``/``owner_gids``: the
+        job's owner, whose read permission the file must grant (see ``files``)."""
         done = int(self.context.get("step", -1))
         by_step: dict[int, Sample] = {}
         try:
-            events = list(self._loader.Load())
+            events = self._load(owner_uid, owner_gids)
         except Exception:  # a corrupt record must not stop the round
             self.stats.malformed += 1
             events = []
@@ -70,6 +107,72 @@ class EventFileSource:
         if samples:
             self.context["step"] = samples[-1].step
         return samples
+
+    def _load(self, owner_uid: int | None, owner_gids: Collection[int] | None) -> list[Any]:
+        """The events of the whole records the file gained, at most ``max_bytes`` of them."""
+        self.event = self.reason = ""
+        try:
+            fd, st = open_log(self.path, owner_uid, owner_gids)
+        except Refused as refused:
+            self.event, self.reason = "refused", refused.reason
+            return []
+        except OSError:
+            self.event = "missing"
+            return []
+        try:
+            if (st.st_dev, st.st_ino) != (self._dev, self._ino):
+                # a new file at the path: from its start (steps already consumed are skipped)
+                self.event = "rotated" if self._ino else ""
+                self._dev, self._ino, self._offset = st.st_dev, st.st_ino, 0
+            elif st.st_size < self._offset:
+                self.event, self._offset = "truncated", 0
+            if self._lost == (self._dev, self._ino, self._offset):
+                return []
+            want = min(st.st_size - self._offset, self.max_bytes)
+            if want <= 0:
+                return []
+            data = os.pread(fd, want, self._offset)
+            available = st.st_size - self._offset
+        finally:
+            os.close(fd)
+        records, used = self._records(data, available)
+        self._offset += used
+        events: list[Any] = []
+        for record in records:
+            try:
+                event = self._decode(record)
+                events.extend(self._migrate_dataclass(self._migrate(event),
+                                                      self._initial_metadata))
+            except Exception:  # a corrupt record: counted, the offset moves past it anyway
+                self.stats.malformed += 1
+        return events
+
+    def _records(self, data: bytes, available: int) -> tuple[list[bytes], int]:
+        """The data of the whole records at the start of ``data`` and the bytes they span
+        (a record too long for ``max_bytes`` is skipped once it is all in the file)."""
+        records: list[bytes] = []
+        at = 0
+        while len(data) - at >= _HEADER:
+            length, header_crc = struct.unpack_from("<QI", data, at)
+            if self._crc(data[at:at + 8]) != header_crc:
+                self.stats.malformed += 1
+                self._lost = (self._dev, self._ino, self._offset + at)
+                break
+            end = at + _HEADER + length + _FOOTER
+            if end > len(data):
+                if at == 0 and _HEADER + length + _FOOTER > self.max_bytes \
+                        and end <= available:
+                    self.stats.malformed += 1   # too long to read: skipped, never blocks
+                    at = end
+                break
+            payload = data[at + _HEADER:at + _HEADER + length]
+            if length <= CRC_CHECKED and \
+                    self._crc(payload) != struct.unpack_from("<I", data, end - _FOOTER)[0]:
+                self.stats.malformed += 1
+            else:
+                records.append(payload)
+            at = end
+        return records, at
 
     def _scalar(self, value: Any) -> float | None:
         if value.HasField("simple_value"):
