@@ -7,16 +7,46 @@
 #   --restd  also start slurmrestd (local auth on $BASE/run/slurmrestd.sock; JWT on TCP)
 #   --hard   install etc/job_submit.lua: jobs of managed partitions arrive held for gpufair
 # Env:    SLURM_LO_BASE=/tmp/gpufair-slurm  SLURM_LO_NODES="name:type:count ..."
-#         SLURM_LO_PORT0=17101 (first slurmd)  SLURM_LO_CTLD_PORT=16917  SLURM_LO_RESTD_PORT=6920
+#         SLURM_LO_PORT0 (first slurmd)  SLURM_LO_CTLD_PORT  SLURM_LO_RESTD_PORT: default, a
+#         free block of ports (printed at the end, and kept in $BASE/etc/ports)
 #         GPUFAIR_PYTHON (interpreter for the hooks; default: python3 on PATH)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 BASE=${SLURM_LO_BASE:-/tmp/gpufair-slurm}
 NODES=${SLURM_LO_NODES:-"gpu-v100-1:v100:4 gpu-v100-2:v100:4 gpu-k80-1:k80:4 gpu-k80-2:k80:4"}
-PORT0=${SLURM_LO_PORT0:-17101}
-CTLD_PORT=${SLURM_LO_CTLD_PORT:-16917}
-RESTD_PORT=${SLURM_LO_RESTD_PORT:-6920}
+# ports not given are picked free: a block of (nodes + 2) consecutive ports that nothing
+# listens on, starting at a random offset, so two clusters (two test runs) never collide
+free_block() {
+  python3 - "$1" <<'PY'
+import random, socket, sys
+size = int(sys.argv[1])
+for _ in range(500):
+    start = random.randrange(20000, 60000 - size)
+    socks = []
+    try:
+        for port in range(start, start + size):
+            s = socket.socket()
+            s.bind(("127.0.0.1", port))
+            socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(start)
+    break
+else:
+    sys.exit("no free block of ports on 127.0.0.1")
+PY
+}
+read -r -a _node_words <<< "$NODES"
+if [[ -z ${SLURM_LO_PORT0:-} || -z ${SLURM_LO_CTLD_PORT:-} || -z ${SLURM_LO_RESTD_PORT:-} ]]; then
+  _block=$(free_block $(( ${#_node_words[@]} + 2 )))
+fi
+CTLD_PORT=${SLURM_LO_CTLD_PORT:-$_block}
+RESTD_PORT=${SLURM_LO_RESTD_PORT:-$((_block + 1))}
+PORT0=${SLURM_LO_PORT0:-$((_block + 2))}
 WITH_RESTD=0; HARD=0
 for a in "$@"; do
   case $a in --restd) WITH_RESTD=1;; --hard) HARD=1;; *) echo "unknown arg $a" >&2; exit 2;; esac
@@ -114,4 +144,7 @@ if [[ $WITH_RESTD == 1 ]]; then
   done
   [[ -S $BASE/run/slurmrestd.sock ]] || { echo "slurmrestd not ready" >&2; exit 1; }
 fi
-echo "ready: $want nodes; export SLURM_CONF=$SLURM_CONF"
+printf 'CTLD_PORT=%s\nRESTD_PORT=%s\nPORT0=%s\n' "$CTLD_PORT" "$RESTD_PORT" "$PORT0" \
+  >"$BASE/etc/ports"
+echo "ready: $want nodes (slurmctld port $CTLD_PORT, slurmrestd $RESTD_PORT, slurmd from $PORT0);"\
+  "export SLURM_CONF=$SLURM_CONF"
