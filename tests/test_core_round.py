@@ -232,3 +232,23 @@ def test_an_action_done_for_this_incarnation_is_not_repeated(tmp_path):
     first = third[0]
     assert (type(first.action).__name__, first.action.job_id, first.status) == \
         ("Preempt", "a", DONE)
+
+
+def test_a_moved_job_gets_the_same_checkpoint_warning_as_a_preempted_one():
+    state = ClusterState(100.0, nodes=NODES, jobs=(running("a", 0), running("b", 1)))
+    plan = Plan(assignments=(Assignment("a", tuple(f"n2:{g}" for g in range(4))),
+                             Assignment("b", ("n1:0", "n1:1"))))
+    rules = RoundRules(grace_s=30.0)
+    actions = Round(_Fixed(plan), rules).run(state).actions
+    assert actions == [Migrate("a", tuple(f"n2:{g}" for g in range(4)), 30.0),
+                       Resize("b", ("n1:0", "n1:1"), 30.0)]
+    recorder = RecordingAdapter(state)
+    recorder.warn_preemptions(actions)
+    assert recorder.warned == ["a", "b"]
+
+
+def test_journal_keeps_the_grace_of_moves():
+    from gpufair.plugin.store import action_from_dict, action_to_dict
+    for action in (Migrate("a", ("n0:0",), 12.5), Resize("b", ("n1:0", "n1:1"), 3.0),
+                   Preempt("c", grace_s=7.0), Start("d", ("n2:0",))):
+        assert action_from_dict(action_to_dict(action)) == action

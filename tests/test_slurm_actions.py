@@ -208,3 +208,14 @@ def test_a_job_that_finished_since_the_snapshot_is_not_requeued():
     result = adapter.apply_one(Preempt("1"))
     assert not result.ok and not result.retry and "COMPLETED, not RUNNING" in result.detail
     assert not [c for c in transport.calls if c[0] == "requeuehold"]
+
+
+def test_a_migrating_job_that_opted_in_is_warned_before_it_restarts():
+    transport = FakeTransport()
+    job = next(j for j in transport.jobs["jobs"] if str(j["job_id"]) == "1")
+    job["comment"] = "gpufair:checkpoint"
+    sleeps: list[float] = []
+    adapter = SlurmAdapter(transport, SlurmSettings(), sleep=sleeps.append)
+    adapter.snapshot()
+    assert adapter.warn_preemptions([Migrate("1", ("gpu-k80-2:0",), 20.0)]) == 20.0
+    assert transport.calls == [("signal", "1", {"signal": "USR1"})]

@@ -44,7 +44,7 @@ def plan_actions(state: ClusterState, plan: Plan, *, preemptive: bool = True,
             if set(gpus) == set(job.gpus_held) or not preemptive:
                 continue
             kind = Migrate if len(gpus) == len(job.gpus_held) else Resize
-            moves.append(kind(job.id, gpus))
+            moves.append(kind(job.id, gpus, grace_s))
         elif not preemptive and busy.intersection(gpus):
             continue
         elif job.state is JobState.SUSPENDED:

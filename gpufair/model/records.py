@@ -267,12 +267,14 @@ class Preempt:
 class Resize:
     job_id: str
     gpu_ids: tuple[str, ...]
+    grace_s: float = 0.0   # a resize restarts the job: the same checkpoint warning as a preempt
 
 
 @dataclass(frozen=True, slots=True)
 class Migrate:
     job_id: str
     gpu_ids: tuple[str, ...]
+    grace_s: float = 0.0   # a move restarts the job: the same checkpoint warning as a preempt
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,8 @@ def action_to_dict(action: Action) -> dict[str, Any]:
     data: dict[str, Any] = {"kind": type(action).__name__, "job_id": action.job_id}
     if isinstance(action, (Start, Resume, Resize, Migrate)):
         data["gpu_ids"] = list(action.gpu_ids)
+    if isinstance(action, (Resize, Migrate)):
+        data["grace_s"] = action.grace_s
     elif isinstance(action, Preempt):
         data.update(mode=action.mode.value, grace_s=action.grace_s)
     elif isinstance(action, SetPriority):
@@ -77,7 +79,10 @@ def action_from_dict(data: Mapping[str, Any]) -> Action:
         return Preempt(job, PreemptMode(data["mode"]), float(data["grace_s"]))
     if kind == "SetPriority":
         return SetPriority(job, float(data["priority"]))
-    classes = {"Start": Start, "Resume": Resume, "Resize": Resize, "Migrate": Migrate}
+    if kind in ("Resize", "Migrate"):
+        moved = Resize if kind == "Resize" else Migrate
+        return moved(job, gpus, float(data.get("grace_s", 0.0)))
+    classes = {"Start": Start, "Resume": Resume}
     return classes[kind](job, gpus)
 
 
