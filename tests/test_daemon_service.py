@@ -177,3 +177,50 @@ def test_history_is_read_for_the_snapshot_and_pruned(tmp_path):
     assert (jobs, rounds) == (900, 1)
     assert len(store.job_history()) == 100
     assert store.unfinished_rounds() == [open_round]     # recovery still has what it needs
+
+
+def test_events_from_other_hosts_need_the_key_a_fresh_time_and_a_new_nonce(tmp_path):
+    from gpufair.plugin.events import EventListener
+    from gpufair.plugin.hooks import run as run_hook
+    key_file = tmp_path / "event.key"
+    key_file.write_text("0123456789abcdef0123456789abcdef\n")
+    now = [time.time()]
+    listener = EventListener("127.0.0.1:0", key_file.read_bytes().strip(),
+                             clock=lambda: now[0])
+    host, port = listener.address
+    env = {"GPUFAIR_HOOK_DIR": str(tmp_path / "nodes" / "%n"), "SLURMD_NODENAME": "gpu-7",
+           "SLURM_JOB_ID": "42", "GPUFAIR_EVENT_ADDR": f"{host}:{port}",
+           "GPUFAIR_EVENT_KEY": str(key_file)}
+    assert run_hook("epilog", env) == 0
+    time.sleep(0.1)
+    events = listener.drain()
+    assert [(e["kind"], e["job_id"], e["node"]) for e in events] == [("epilog", "42", "gpu-7")]
+    assert list((tmp_path / "nodes" / "gpu-7" / "spool").glob("*.json"))   # node-local copy
+    raw = _datagram_of(listener, env, key_file, run_hook)
+    assert listener.verify(raw) is not None and listener.verify(raw) is None    # replayed
+    forged = raw.replace(raw.split(b" ")[1], b"f" * 64)
+    assert listener.verify(forged) is None
+    now[0] += 1000                                            # a datagram from long ago
+    assert listener.verify(_datagram_of(listener, env, key_file, run_hook)) is None
+    for junk in (b"", b"gpufair1", b"nope x {}", b"gpufair1 " + b"0" * 64 + b" [1]"):
+        assert listener.verify(junk) is None
+    listener.close()
+
+
+def _datagram_of(listener, env, key_file, run_hook) -> bytes:
+    """One datagram a hook sends, caught on a second socket."""
+    catcher = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    catcher.bind(("127.0.0.1", 0))
+    run_hook("prolog", {**env, "GPUFAIR_EVENT_ADDR": f"127.0.0.1:{catcher.getsockname()[1]}"})
+    catcher.settimeout(5)
+    data = catcher.recv(65536)
+    catcher.close()
+    return data
+
+
+def test_a_hook_never_fails_on_a_bad_event_setup(tmp_path):
+    from gpufair.plugin.hooks import run as run_hook
+    env = {"GPUFAIR_HOOK_DIR": str(tmp_path), "GPUFAIR_EVENT_ADDR": "nowhere:notaport",
+           "GPUFAIR_EVENT_KEY": str(tmp_path / "missing.key"), "SLURM_JOB_ID": "1"}
+    assert run_hook("prolog", env) == 0
+    assert list((tmp_path / "spool").glob("*.json"))   # the local spool still got it

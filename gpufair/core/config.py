@@ -84,10 +84,18 @@ class DaemonOptions:
                                           " round per this many seconds", ge=0.0)
     wake_group: str | None = setting(None, "group allowed to wake the daemon (SlurmUser's);"
                                      " unset: root and the daemon's user only")
+    event_listen: str | None = setting(None, "HOST:PORT where hooks on other hosts send"
+                                       " their events (UDP, HMAC-signed); unset: none")
+    event_key_file: str | None = setting(None, "shared HMAC key of those events (root and"
+                                         " SlurmUser only, like munge's key)")
     metrics_host: str = setting("127.0.0.1", "address of the Prometheus endpoint")
     metrics_port: int = setting(9464, "port of /metrics; 0: no endpoint", ge=0, le=65535)
     log_format: str = setting("json", "json: one object per line; text", choices=("json",
                                                                                   "text"))
+
+    def __post_init__(self) -> None:
+        if (self.event_listen is None) != (self.event_key_file is None):
+            raise ValueError("event_listen and event_key_file go together")
 
     def rules(self) -> RoundRules:
         return RoundRules(mode=self.mode, max_preempt_share=self.max_preempt_share,

@@ -25,6 +25,7 @@ from gpufair.core.guards import Deferred, takes_gpus
 from gpufair.core.history import rho_estimates
 from gpufair.core.round import Round, RoundResult
 from gpufair.model import Action, ClusterState, Plan
+from gpufair.plugin.events import EventListener
 from gpufair.plugin.metrics import Metrics
 from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, Store
 from gpufair.plugin.wake import WakeSocket
@@ -43,6 +44,8 @@ class ServiceSettings:
     hook_dir: str = "/var/spool/gpufair"
     event_min_interval_s: float = 5.0  # hook events: at most one fill-only round per this
     wake_group: str | None = None      # group that may wake the daemon (SlurmUser's)
+    event_listen: str | None = None        # HOST:PORT for hook events from other hosts
+    event_key: bytes | None = None         # their shared HMAC key
     keep_finished_s: float = 7 * 86400.0   # store: job history kept after the job ended
     keep_rounds_s: float = 30 * 86400.0    # store: rounds, actions, events kept
     prune_every_s: float = 600.0           # how often the store is pruned
@@ -238,6 +241,11 @@ class Daemon:
     def serve(self, *, max_rounds: int | None = None) -> None:
         wake = WakeSocket(self.settings.hook_dir, group=self.settings.wake_group)
         self.wake = wake
+        self.listener = None
+        if self.settings.event_listen and self.settings.event_key:
+            self.listener = EventListener(self.settings.event_listen, self.settings.event_key)
+            log.info("hook events from other hosts on %s:%d", *self.listener.address,
+                     extra={"fields": {"event": "listening"}})
         try:
             self.recover()
             rounds = 0
@@ -253,6 +261,8 @@ class Daemon:
                 preemptive = self._wait(wake, timer, ended + self.settings.event_min_interval_s)
         finally:
             wake.close()
+            if self.listener is not None:
+                self.listener.close()
 
     def _wait(self, wake: WakeSocket, timer: float, events_from: float) -> bool:
         """Sleep until the round timer (→ preemptive round) or a hook event (→ fill-only).
@@ -269,9 +279,14 @@ class Daemon:
             if woken and now >= events_from:
                 return False
             until = timer if not woken else min(timer, events_from)
-            ready, _, _ = select.select([wake], [], [], max(0.0, min(until - now, 1.0)))
-            if ready and wake.drain():
+            sources: list[Any] = [wake] if self.listener is None else [wake, self.listener]
+            ready, _, _ = select.select(sources, [], [], max(0.0, min(until - now, 1.0)))
+            if wake in ready and wake.drain():
                 woken = True
+            if self.listener is not None and self.listener in ready:
+                for event in self.listener.drain():
+                    self.store.add_event(event, f"udp-{event['nonce']}")
+                    woken = True
         return True
 
 

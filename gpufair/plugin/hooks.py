@@ -67,9 +67,10 @@ def to_json(event: dict[str, object]) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-def record(kind: str, env: dict[str, str], hook_dir: str) -> str:
+def record(kind: str, env: dict[str, str], hook_dir: str,
+           event: dict[str, object] | None = None) -> str:
     """Write the event to the spool; return its file name."""
-    event = event_from_env(kind, env)
+    event = event_from_env(kind, env) if event is None else event
     spool = os.path.join(hook_dir, SPOOL)
     os.makedirs(spool, mode=0o700, exist_ok=True)
     name = f"{time.time_ns()}-{os.getpid()}-{kind}.json"
@@ -95,14 +96,54 @@ def wake(hook_dir: str, message: bytes) -> None:
         sock.close()
 
 
+def forward(event: dict[str, object], env: dict[str, str]) -> None:
+    """Send the event to the daemon over UDP when it runs on another host: one datagram,
+    ``gpufair1 <hex HMAC-SHA256 of the body> <body>``, keyed with a secret only root and
+    SlurmUser can read (``GPUFAIR_EVENT_KEY``, a file). Non-blocking; a lost datagram loses
+    only an early wake (the local spool keeps the event, and the daemon's timer still runs).
+    """
+    addr, key_file = env.get("GPUFAIR_EVENT_ADDR"), env.get("GPUFAIR_EVENT_KEY")
+    if not addr or not key_file:
+        return
+    host, _, port = addr.rpartition(":")
+    fd = os.open(key_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        key = os.read(fd, 4096).strip()
+    finally:
+        os.close(fd)
+    import _hashlib  # C module: a few ms, and only on hosts that forward
+    body = to_json(event).encode()
+    mac = _hashlib.hmac_digest(key, body, "sha256").hex().encode()
+    family = _socket.AF_INET6 if ":" in host.strip("[]") else _socket.AF_INET
+    sock = _socket.socket(family, _socket.SOCK_DGRAM)
+    try:
+        sock.setblocking(False)
+        sock.sendto(b"gpufair1 " + mac + b" " + body, (host.strip("[]"), int(port)))
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+def hook_dir_of(env: dict[str, str]) -> str:
+    """``GPUFAIR_HOOK_DIR``; ``%n`` in it is the node's name (a node-local spool)."""
+    template = env.get("GPUFAIR_HOOK_DIR") or DEFAULT_DIR
+    return template.replace("%n", env.get("SLURMD_NODENAME") or "controller")
+
+
 def run(kind: str, env: dict[str, str] | None = None) -> int:
     env = dict(os.environ) if env is None else env
     try:
         if kind not in KINDS:
             return 0
-        hook_dir = env.get("GPUFAIR_HOOK_DIR") or DEFAULT_DIR
-        name = record(kind, env, hook_dir)
-        wake(hook_dir, name.encode())
+        hook_dir = hook_dir_of(env)
+        event = event_from_env(kind, env)
+        event["nonce"] = os.urandom(8).hex()
+        try:
+            name = record(kind, env, hook_dir, event)
+            wake(hook_dir, name.encode())
+        finally:
+            forward(event, env)
     except BaseException:
         pass
     return 0

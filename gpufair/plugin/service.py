@@ -17,6 +17,7 @@ from gpufair.core.config import Config
 from gpufair.core.enrich import measure, with_default_profiles
 from gpufair.core.round import Enricher, Round
 from gpufair.plugin.daemon import Daemon, ServiceSettings
+from gpufair.plugin.events import read_key
 from gpufair.plugin.lock import InstanceLock
 from gpufair.plugin.logs import setup_logging
 from gpufair.plugin.metrics import Metrics, serve_metrics
@@ -56,7 +57,9 @@ def build_daemon(config: Config, adapter: ResourceManager, store: Store, *,
     settings = ServiceSettings(round_s=d.round_s, dry_run=dry_run,
                                action_interval_s=d.action_interval_s, hook_dir=d.hook_dir,
                                event_min_interval_s=d.event_min_interval_s,
-                               wake_group=d.wake_group,
+                               wake_group=d.wake_group, event_listen=d.event_listen,
+                               event_key=read_key(d.event_key_file) if d.event_key_file
+                               else None,
                                keep_finished_s=config.store.keep_finished_s,
                                keep_rounds_s=config.store.keep_rounds_s)
     return Daemon(adapter, live_round(config, policy=policy, profiler=profiler), store,

@@ -41,12 +41,18 @@ else:
 PY
 }
 read -r -a _node_words <<< "$NODES"
-if [[ -z ${SLURM_LO_PORT0:-} || -z ${SLURM_LO_CTLD_PORT:-} || -z ${SLURM_LO_RESTD_PORT:-} ]]; then
-  _block=$(free_block $(( ${#_node_words[@]} + 2 )))
+if [[ -z ${SLURM_LO_PORT0:-} || -z ${SLURM_LO_CTLD_PORT:-} || -z ${SLURM_LO_RESTD_PORT:-} \
+      || -z ${SLURM_LO_EVENT_PORT:-} ]]; then
+  _block=$(free_block $(( ${#_node_words[@]} + 3 )))
 fi
 CTLD_PORT=${SLURM_LO_CTLD_PORT:-$_block}
 RESTD_PORT=${SLURM_LO_RESTD_PORT:-$((_block + 1))}
 PORT0=${SLURM_LO_PORT0:-$((_block + 2))}
+EVENT_PORT=${SLURM_LO_EVENT_PORT:-$((_block + 2 + ${#_node_words[@]}))}
+# SLURM_LO_MULTIHOST=1: every slurmd on its own loopback address (127.0.0.2, .3, ...) with a
+# node-local hook spool the daemon cannot read, as on a real cluster: hook events reach the
+# daemon only over UDP (127.0.0.1:$EVENT_PORT, HMAC key $BASE/etc/event.key)
+MULTIHOST=${SLURM_LO_MULTIHOST:-0}
 WITH_RESTD=0; HARD=0
 for a in "$@"; do
   case $a in --restd) WITH_RESTD=1;; --hard) HARD=1;; *) echo "unknown arg $a" >&2; exit 2;; esac
@@ -75,6 +81,16 @@ GPUFAIR_PYTHON=${GPUFAIR_PYTHON:-$(command -v python3)}
 GPUFAIR_HOOK_PY=$REPO/gpufair/plugin/hooks.py
 GPUFAIR_HOOK_DIR=$BASE/gpufair
 ENV
+if [[ $MULTIHOST == 1 ]]; then
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$BASE/etc/event.key"
+  chmod 600 "$BASE/etc/event.key"
+  cat >> "$BASE/scripts/gpufair-hook.env" <<ENV
+GPUFAIR_HOOK_DIR=$BASE/nodes/%n/gpufair
+GPUFAIR_EVENT_ADDR=127.0.0.1:$EVENT_PORT
+GPUFAIR_EVENT_KEY=$BASE/etc/event.key
+export GPUFAIR_EVENT_ADDR GPUFAIR_EVENT_KEY
+ENV
+fi
 
 # --- config ----------------------------------------------------------------------------
 sed -e "s#@BASE@#$BASE#g" -e "s#@CTLD_PORT@#$CTLD_PORT#g" "$HERE/slurm.conf.in" \
@@ -84,14 +100,15 @@ if [[ $HARD == 1 ]]; then
   echo "JobSubmitPlugins=lua" >> "$BASE/etc/slurm.conf"
 fi
 echo "AutoDetect=off" > "$BASE/etc/gres.conf"
-port=$PORT0; names=()
+port=$PORT0; names=(); addr=1
 for spec in $NODES; do
   IFS=: read -r name type count <<<"$spec"
   names+=("$name")
   mkdir -p "$BASE/dev/$name" "$BASE/spool/$name"
   # fake GPUs must be char devices (gotcha 3): symlinks to /dev/null
   for ((i=0; i<count; i++)); do ln -s /dev/null "$BASE/dev/$name/nvidia$i"; done
-  echo "NodeName=$name NodeAddr=127.0.0.1 NodeHostname=localhost Port=$port CPUs=32" \
+  [[ $MULTIHOST == 1 ]] && addr=$((addr + 1))
+  echo "NodeName=$name NodeAddr=127.0.0.$addr NodeHostname=localhost Port=$port CPUs=32" \
        "RealMemory=128000 Gres=gpu:$type:$count Feature=$type State=UNKNOWN" >> "$BASE/etc/slurm.conf"
   echo "NodeName=$name Name=gpu Type=$type File=$BASE/dev/$name/nvidia[0-$((count-1))]" \
        >> "$BASE/etc/gres.conf"
@@ -144,7 +161,7 @@ if [[ $WITH_RESTD == 1 ]]; then
   done
   [[ -S $BASE/run/slurmrestd.sock ]] || { echo "slurmrestd not ready" >&2; exit 1; }
 fi
-printf 'CTLD_PORT=%s\nRESTD_PORT=%s\nPORT0=%s\n' "$CTLD_PORT" "$RESTD_PORT" "$PORT0" \
-  >"$BASE/etc/ports"
+printf 'CTLD_PORT=%s\nRESTD_PORT=%s\nPORT0=%s\nEVENT_PORT=%s\n' "$CTLD_PORT" "$RESTD_PORT" \
+  "$PORT0" "$EVENT_PORT" >"$BASE/etc/ports"
 echo "ready: $want nodes (slurmctld port $CTLD_PORT, slurmrestd $RESTD_PORT, slurmd from $PORT0);"\
   "export SLURM_CONF=$SLURM_CONF"
