@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,22 +41,29 @@ def as_user(cluster: Cluster, who: pwd.struct_passwd, *argv: str
                           cwd="/tmp")
 
 
-def user_dir(tmp_path: Path, who: pwd.struct_passwd) -> Path:
+@pytest.fixture()
+def home(user: pwd.struct_passwd) -> Iterator[Path]:
     """A directory the user owns and can reach (pytest's tmp_path sits under a 0700 root
-    directory, where the user's job could not write its output)."""
+    directory, where the user's job could not write its output); removed afterwards."""
     path = Path(tempfile.mkdtemp(prefix="gpufair-user-", dir="/tmp"))
     path.chmod(0o755)
-    os.chown(path, who.pw_uid, who.pw_gid)
-    (tmp_path / "user-dir").write_text(str(path))
-    return path
+    os.chown(path, user.pw_uid, user.pw_gid)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def start_by_hand(cluster: Cluster, job_id: str, node: str) -> None:
+    """What gpufair's Start does, by hand: pin to one node, release, wait until it runs."""
+    cluster.run("scontrol", "update", f"JobId={job_id}", f"NodeList={node}", "NumNodes=1")
+    cluster.run("scontrol", "release", job_id)
+    cluster.wait_for("running", lambda: cluster.jobs()[job_id]["job_state"] == "RUNNING", 30)
 
 
 def adapter(cluster: Cluster) -> SlurmAdapter:
     return SlurmAdapter(CliTransport(env=cluster.env), SlurmSettings(), mode="hard")
 
 
-def test_a_user_cannot_release_or_hold_a_job_gpufair_holds(cluster: Cluster, tmp_path, user):
-    home = user_dir(tmp_path, user)
+def test_a_user_cannot_release_or_hold_a_job_gpufair_holds(cluster: Cluster, user, home):
     sub = as_user(cluster, user, "sbatch", "--parsable", "-o", str(home / "o.%j"), "--wrap",
                   "sleep 600")
     assert sub.returncode == 0, sub.stderr
@@ -75,12 +84,10 @@ def test_a_user_cannot_release_or_hold_a_job_gpufair_holds(cluster: Cluster, tmp
     assert cluster.jobs()[job_id]["priority"] > 0
 
 
-def test_preemption_cycles_never_fail_or_lose_an_unprepared_job(cluster: Cluster, tmp_path,
-                                                                 user):
+def test_preemption_cycles_never_fail_or_lose_an_unprepared_job(cluster: Cluster, user, home):
     """A job that does not handle any checkpoint signal (plain `sleep`), started and
     preempted by the adapter again and again: it never ends FAILED or COMPLETED, and each
     cycle is one more restart, never zero or two."""
-    home = user_dir(tmp_path, user)
     job_id = as_user(cluster, user, "sbatch", "--parsable", "-N1", "--gres=gpu:2", "-o",
                      str(home / "o.%j"), "--wrap", "sleep 600").stdout.strip()
     slurm = adapter(cluster)
@@ -109,9 +116,7 @@ def test_an_opted_in_job_gets_the_checkpoint_signal_before_it_stops(cluster: Clu
                          "--open-mode=append", "--comment=gpufair:checkpoint", "-N1",
                          "--gres=gpu:1", str(TRAIN_JOB), str(tmp_path), "400", "0.5"
                          ).stdout.strip()
-    cluster.run("scontrol", "update", f"JobId={job_id}", "NodeList=gpu-k80-2", "NumNodes=1")
-    cluster.run("scontrol", "release", job_id)
-    cluster.wait_for("running", lambda: cluster.jobs()[job_id]["job_state"] == "RUNNING", 30)
+    start_by_hand(cluster, job_id, "gpu-k80-2")
     time.sleep(1.5)
     slurm = adapter(cluster)
     slurm.snapshot()
@@ -127,9 +132,7 @@ def test_an_opted_in_job_gets_the_checkpoint_signal_before_it_stops(cluster: Clu
 
 def test_a_job_that_finished_after_the_snapshot_is_not_run_again(cluster: Cluster, tmp_path):
     job_id = cluster.sbatch("short", tmp_path, nodes=1, gpus_per_node=1, steps=2, step_s=0.5)
-    cluster.run("scontrol", "update", f"JobId={job_id}", "NodeList=gpu-v100-1", "NumNodes=1")
-    cluster.run("scontrol", "release", job_id)
-    cluster.wait_for("running", lambda: cluster.jobs()[job_id]["job_state"] == "RUNNING", 30)
+    start_by_hand(cluster, job_id, "gpu-v100-1")
     slurm = adapter(cluster)
     slurm.snapshot()                                    # the plan is made on this
     cluster.wait_for("completed", lambda: cluster.jobs()[job_id]["job_state"] == "COMPLETED",
@@ -145,9 +148,7 @@ def test_a_job_that_finished_after_the_snapshot_is_not_run_again(cluster: Cluste
 
 def test_a_migration_restarts_the_job_on_the_planned_nodes(cluster: Cluster, tmp_path):
     job_id = cluster.sbatch("mover", tmp_path, nodes=1, gpus_per_node=2, steps=400)
-    cluster.run("scontrol", "update", f"JobId={job_id}", "NodeList=gpu-v100-1", "NumNodes=1")
-    cluster.run("scontrol", "release", job_id)
-    cluster.wait_for("running", lambda: cluster.jobs()[job_id]["job_state"] == "RUNNING", 30)
+    start_by_hand(cluster, job_id, "gpu-v100-1")
     time.sleep(1.5)
     slurm = adapter(cluster)
     slurm.snapshot()
