@@ -1,14 +1,28 @@
 """Slurm's JSON (``squeue --json`` / ``sinfo --json`` or slurmrestd v0.0.37-38) → cluster model.
 
 The translation is pure (documents in, state out) so it is tested on the real samples and on
-broken variants without a cluster. Bad records are *reported* naming the job or node and
-skipped; a record that cannot be read but holds GPUs would leave those GPUs looking free, so
-its nodes are marked drained in the state rather than offered to the policy (an action must
-never come from a half-read cluster).
+broken variants without a cluster. Every record is read on its own: a job or node record that
+is malformed in any way (a missing or odd-typed field, a number out of range, a nested value
+where text belongs, an unreadable GRES string) is *reported* naming the job or node and what
+was wrong, and skipped; the other records go on. A record that cannot be read but holds GPUs
+would leave those GPUs looking free, so its nodes are marked drained in the state rather than
+offered to the policy (an action must never come from a half-read cluster). The same holds
+for records that contradict each other (one job id twice, one GPU held by two jobs, a GPU
+index the node does not have): all records involved are skipped and their nodes held back.
+
+Absent or null optional fields take Slurm's defaults (versions differ in which keys they
+print); a field that is present with the wrong type or an impossible value makes the record
+malformed. Text read from Slurm may hold anything a user typed (control characters, the
+U+FFFD the transport put for bytes that were not UTF-8); it is kept as text, and lone
+surrogates (only a hand-made document can carry them) become U+FFFD so everything downstream
+encodes as UTF-8.
 """
 
 from __future__ import annotations
 
+import math
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,6 +50,15 @@ JOB_STATES: dict[str, JobState | None] = {
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job requeued in held state"})
 MANAGED_MARK = "gpufair:managed"
 _U32 = 1 << 32
+_MAX_U32 = _U32 - 1
+#: Bounds of a sane record (Slurm's ids and counters are 32-bit; times are epoch seconds).
+_MAX_TIME = float(1 << 40)          # year 36812: beyond any "start in a year" estimate
+_MAX_JOB_GPUS = 1 << 20
+_MAX_NODE_GPUS = 1 << 12
+_MAX_NAMES = 1 << 16                # names one host list or GPU index list may expand to
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+_RANGES = re.compile(r"(\d+)-(\d+)")
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,60 +89,198 @@ class SlurmView:
     settling: tuple[str, ...] = ()
 
 
+class Malformed(ValueError):
+    """A record (or one field of it) is not what Slurm prints."""
+
+
 def fix_nice(value: Any) -> int:
     """22.05 prints nice 0 as null and negative nice as unsigned 32-bit (-20 → 4294967276)."""
-    if value is None:
+    number = _as_number(value, "nice", -(1 << 31), _MAX_U32, integral=True)
+    if number is None:
         return 0
-    nice = int(value)
+    nice = int(number)
     return nice - _U32 if nice >= 1 << 31 else nice
 
 
-def _number(value: Any) -> float | None:
-    # v0.0.38 prints plain numbers; later versions wrap them as {"set":..,"number":..}
-    if isinstance(value, Mapping):
+# ---- reading one field --------------------------------------------------------------------
+
+def _as_number(value: Any, key: str, lo: float, hi: float, *, integral: bool = False
+               ) -> float | None:
+    """A number field: None when absent or unset; raises :class:`Malformed` otherwise."""
+    if isinstance(value, Mapping):  # later openapi versions: {"set":..,"infinite":..,"number":..}
         if not value.get("set", True) or value.get("infinite"):
             return None
         value = value.get("number")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if value is None:
         return None
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Malformed(f"field {key!r} is {_kind(value)}, not a number: {_show(value)}")
+    if isinstance(value, int) and not lo <= value <= hi:   # before float(): no OverflowError
+        raise Malformed(f"field {key!r} out of range: {_show(value)}")
+    number = float(value)
+    if not math.isfinite(number) or not lo <= number <= hi:
+        raise Malformed(f"field {key!r} out of range: {_show(value)}")
+    if integral and not number.is_integer():
+        raise Malformed(f"field {key!r} is not a whole number: {_show(value)}")
+    return number
 
 
-def _state_name(value: Any) -> str:
+def _num(raw: Mapping[str, Any], key: str, lo: float = 0.0, hi: float = _MAX_TIME
+         ) -> float | None:
+    return _as_number(raw.get(key), key, lo, hi)
+
+
+def _int(raw: Mapping[str, Any], key: str, hi: int = _MAX_U32) -> int | None:
+    number = _as_number(raw.get(key), key, 0, hi, integral=True)
+    return None if number is None else int(number)
+
+
+def _text(raw: Mapping[str, Any], key: str) -> str:
+    """A text field ("" when absent or null)."""
+    value = raw.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise Malformed(f"field {key!r} is {_kind(value)}, not text: {_show(value)}")
+    return clean_text(value)
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates as U+FFFD: it then always encodes as UTF-8."""
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def _state_name(value: Any, key: str = "state") -> str:
     if isinstance(value, list):  # newer openapi versions: a list of flags
         value = value[0] if value else ""
-    return str(value or "").upper()
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise Malformed(f"field {key!r} is {_kind(value)}, not a state name: {_show(value)}")
+    return value.upper()
+
+
+def _bounded(text: str, what: str) -> str:
+    """Refuse strings whose ranges would expand to absurdly many names or indices."""
+    total = 0
+    for match in _RANGES.finditer(text):
+        lo, hi = match.group(1), match.group(2)
+        if len(hi) > 9:
+            raise Malformed(f"{what} {_show(text)}: range {_show(match.group(0))} too large")
+        total += max(0, int(hi) - int(lo)) + 1
+        if total > _MAX_NAMES:
+            raise Malformed(f"{what} {_show(text)}: more than {_MAX_NAMES} names")
+    return text
+
+
+def _hostlist(raw: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    text = _text(raw, key)
+    return tuple(expand_hostlist(_bounded(text, f"host list {key!r}"))) if text else ()
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """A short printable form of any value for a problem message (never raises)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
+        return f"<{value.bit_length()}-bit integer>"
+    if isinstance(value, str):
+        text = repr(clean_text(value[:limit]))
+        return text + ("…" if len(value) > limit else "")
+    if isinstance(value, (Mapping, list, tuple)):
+        return f"<{_kind(value)} of {len(value)}>"
+    try:
+        text = repr(value)
+    except Exception:  # any value at all must be describable
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _job_id(value: Any) -> str:
+    """Slurm job ids are positive 32-bit numbers (some tools print them as digit strings)."""
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,10}", value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_U32:
+        raise Malformed(f"field 'job_id' is not a job id: {_show(value)}")
+    return str(value)
+
+
+# ---- the translation ----------------------------------------------------------------------
+
+@dataclass
+class _Parsed:
+    index: int
+    raw: Any
+    where: str
+    job: Job
+    info: SlurmJobInfo
 
 
 def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now: float,
               managed_partitions: Sequence[str] = (), source: str = "slurm") -> SlurmView:
-    """Build the model from one jobs document and one nodes document read back to back."""
+    """Build the model from one jobs document and one nodes document read back to back.
+
+    Never raises on the content of the documents: whatever cannot be read is in
+    ``problems``, naming the job or node and what was wrong.
+    """
     problems: list[str] = []
     managed = set(managed_partitions)
-    nodes, node_types = _nodes(nodes_doc, managed, problems, source)
-    known = {n.name for n in nodes}
+    nodes, hosts = _nodes(nodes_doc, managed, problems, source)
+    known = {n.name: n for n in nodes}
+    blocked: set[str] = set()
+    records = _records(jobs_doc, "jobs")
+    if records is None:
+        problems.append(f"{source}: the jobs document has no 'jobs' list; every node is held "
+                        f"back this round")
+        blocked.update(known)
+        records = []
+
+    parsed: list[_Parsed] = []
+    for i, raw in sorted(enumerate(records), key=lambda item: _submission_order(item[1])):
+        where = _where(source, raw, i)
+        try:
+            result = _job(raw, now, managed, hosts)
+            if result is None:
+                continue
+            _check_held(*result, known)
+        except Exception as exc:  # one record must never stop a round
+            held = _nodes_of_raw(raw)
+            if held is None:   # it may hold GPUs anywhere: nothing may look free
+                held = list(known)
+                problems.append(f"{where}: skipped: {_describe(exc)}; its nodes cannot be "
+                                f"told, so every node is held back this round")
+            else:
+                problems.append(f"{where}: skipped: {_describe(exc)}")
+            blocked.update(held)
+            continue
+        parsed.append(_Parsed(i, raw, where, *result))
+
+    parsed = _drop_conflicts(parsed, problems, blocked)
     jobs: list[Job] = []
     infos: dict[str, SlurmJobInfo] = {}
-    blocked: set[str] = set()
     settling: list[str] = []
-    for i, raw in enumerate(sorted(jobs_doc.get("jobs") or (), key=_submission_order)):
-        where = f"{source}: job {raw.get('job_id', f'#{i}')}" if isinstance(raw, Mapping) \
-            else f"{source}: job #{i}"
-        try:
-            parsed = _job(raw, node_types, now, managed)
-        except (KeyError, TypeError, ValueError) as exc:
-            problems.append(f"{where}: skipped: {_describe(exc)}")
-            blocked.update(_nodes_of_raw(raw))
-            continue
-        if parsed is None:
-            continue
-        job, info = parsed
+    for p in parsed:
+        job, info = p.job, p.info
         if info.raw_state == "COMPLETING":
             settling.append(job.id)
             blocked.update(info.nodes)
             continue
         if any(n not in known for n in info.nodes) and job.gpus_held:
-            problems.append(f"{where}: runs on nodes outside the managed set "
+            problems.append(f"{p.where}: runs on nodes outside the managed set "
                             f"({', '.join(info.nodes)}); its GPUs there stay blocked")
         jobs.append(job)
         infos[job.id] = info
@@ -138,141 +299,359 @@ def block_nodes(nodes: Sequence[Node], blocked: set[str]) -> list[Node]:
             if n.name in blocked and n.state is NodeState.UP else n for n in nodes]
 
 
+def _records(doc: Any, key: str) -> list[Any] | None:
+    records = doc.get(key) if isinstance(doc, Mapping) else None
+    return records if isinstance(records, list) else None
+
+
 def _submission_order(raw: Any) -> tuple[int, str]:
     """squeue lists jobs in no documented order; the model wants submission (job id) order."""
     job_id = raw.get("job_id") if isinstance(raw, Mapping) else None
-    return (job_id, "") if isinstance(job_id, int) else (1 << 62, str(job_id))
+    try:
+        return int(_job_id(job_id)), ""
+    except Malformed:
+        return 1 << 62, _show(job_id)
+
+
+def _where(source: str, raw: Any, index: int) -> str:
+    job_id = raw.get("job_id") if isinstance(raw, Mapping) else None
+    try:
+        return f"{source}: job {_job_id(job_id)}"
+    except Malformed:
+        return f"{source}: job #{index}"
 
 
 def _describe(exc: Exception) -> str:
-    if isinstance(exc, KeyError):
-        return f"missing field {exc.args[0]!r}"
-    return str(exc)
-
-
-def _nodes_of_raw(raw: Any) -> list[str]:
+    """One line of at most about 300 characters, whatever the exception holds."""
     try:
-        return expand_hostlist(str(raw.get("nodes") or ""))
-    except (AttributeError, ValueError):
-        return []
+        if isinstance(exc, KeyError):
+            text = f"missing field {_show(exc.args[0] if exc.args else None)}"
+        elif isinstance(exc, ValueError):
+            text = str(exc)
+        else:  # not a check of ours: name the kind of failure too
+            text = f"unreadable record ({type(exc).__name__}: {exc})"
+    except Exception:  # an exception whose message cannot even be made
+        text = f"unreadable record ({type(exc).__name__})"
+    text = _CONTROLS.sub(lambda m: repr(m.group())[1:-1], clean_text(text))
+    return text if len(text) <= 300 else text[:300] + "…"
+
+
+def _nodes_of_raw(raw: Any) -> list[str] | None:
+    """The nodes an unreadable record names; None if even that cannot be read."""
+    try:
+        return list(_hostlist(raw, "nodes")) if isinstance(raw, Mapping) else None
+    except Exception:  # whatever went wrong, the answer is "cannot tell"
+        return None
+
+
+def _drop_conflicts(parsed: list[_Parsed], problems: list[str], blocked: set[str]
+                    ) -> list[_Parsed]:
+    """Skip every record of a job id listed twice, and every job holding a GPU another holds:
+    which of them is right cannot be told, and their GPUs must not look free."""
+    ids = Counter(p.job.id for p in parsed)
+    holders: dict[str, list[str]] = {}
+    for p in parsed:
+        if ids[p.job.id] == 1:
+            for gpu in p.job.gpus_held:
+                holders.setdefault(gpu, []).append(p.job.id)
+    kept: list[_Parsed] = []
+    for p in parsed:
+        if ids[p.job.id] > 1:
+            problems.append(f"{p.where}: skipped: job id listed {ids[p.job.id]} times")
+        elif shared := sorted({o for g in p.job.gpus_held for o in holders[g]} - {p.job.id}):
+            gpus = [g for g in p.job.gpus_held if len(holders[g]) > 1]
+            problems.append(f"{p.where}: skipped: GPU {gpus[0]} also held by job "
+                            f"{', '.join(shared)}")
+        else:
+            kept.append(p)
+            continue
+        blocked.update(p.info.nodes)
+    return kept
 
 
 def _nodes(doc: Mapping[str, Any], managed: set[str], problems: list[str], source: str
            ) -> tuple[list[Node], dict[str, str]]:
+    """The GPU nodes, and the host name ``%N`` expands to on each node where it is known."""
+    records = _records(doc, "nodes")
+    if records is None:
+        problems.append(f"{source}: the nodes document has no 'nodes' list")
+        records = []
+    names = Counter(raw.get("name") for raw in records
+                    if isinstance(raw, Mapping) and isinstance(raw.get("name"), str))
     nodes: list[Node] = []
-    types: dict[str, str] = {}
-    for i, raw in enumerate(doc.get("nodes") or ()):
+    hosts: dict[str, str] = {}
+    for i, raw in enumerate(records):
         name = raw.get("name") if isinstance(raw, Mapping) else None
-        where = f"{source}: node {name or f'#{i}'}"
         if not isinstance(name, str) or not name:
-            problems.append(f"{where}: skipped: missing field 'name'")
+            what = (f"the record is {_kind(raw)}, not an object"
+                    if not isinstance(raw, Mapping) else "missing field 'name'" if not name
+                    else f"field 'name' is {_kind(name)}, not text: {_show(name)}")
+            problems.append(f"{source}: node #{i}: skipped: {what}")
             continue
-        if managed and not managed.intersection(raw.get("partitions") or ()):
+        name = clean_text(name)
+        where = f"{source}: node {name}"
+        if names[raw["name"]] > 1:
+            problems.append(f"{where}: skipped: listed {names[raw['name']]} times")
             continue
         try:
-            entries = parse_gpu_entries(raw.get("gres"))
-        except ValueError as exc:
-            problems.append(f"{where}: skipped: {exc}")
+            node = _node(raw, name, managed, where, problems)
+            host = raw.get("hostname")
+            # slurmd writes %N as its short host name. It found its node name by that host
+            # name unless started with -N, so NodeHostname equal to NodeName means %N = name.
+            if isinstance(host, str) and host.split(".")[0] == name:
+                hosts[name] = name
+        except Exception as exc:  # one record must never stop a round
+            problems.append(f"{where}: skipped: {_describe(exc)}")
             continue
-        if not entries:
-            continue  # no GPUs: nothing for gpufair to schedule there
-        gpu_type = entries[0].gpu_type or "gpu"
-        if len({e.gpu_type for e in entries}) > 1:
-            problems.append(f"{where}: several GPU types ({raw.get('gres')}); "
-                            f"scheduling it as {gpu_type} only")
-            entries = [e for e in entries if (e.gpu_type or "gpu") == gpu_type]
-        types[name] = gpu_type
-        nodes.append(Node(name, gpu_type, sum(e.count for e in entries),
-                          state=_node_state(raw, where, problems)))
-    return nodes, types
+        if node is not None:
+            nodes.append(node)
+    return nodes, hosts
+
+
+def _node(raw: Mapping[str, Any], name: str, managed: set[str], where: str,
+          problems: list[str]) -> Node | None:
+    partitions = raw.get("partitions") or []
+    if not isinstance(partitions, list) or not all(isinstance(p, str) for p in partitions):
+        raise Malformed(f"field 'partitions' is not a list of names: {_show(partitions)}")
+    if managed and not managed.intersection(partitions):
+        return None
+    gres = _text(raw, "gres")
+    entries = parse_gpu_entries(_bounded(gres, "GRES"))
+    if not entries:
+        return None  # no GPUs: nothing for gpufair to schedule there
+    gpu_type = entries[0].gpu_type or "gpu"
+    if len({e.gpu_type for e in entries}) > 1:
+        problems.append(f"{where}: several GPU types ({_show(gres)}); scheduling it as "
+                        f"{gpu_type} only")
+        entries = [e for e in entries if (e.gpu_type or "gpu") == gpu_type]
+    count = sum(e.count for e in entries)
+    if count > _MAX_NODE_GPUS:
+        raise Malformed(f"{_show(count)} GPUs in GRES {_show(gres)}")
+    return Node(name, gpu_type, count, state=_node_state(raw, where, problems))
 
 
 def _node_state(raw: Mapping[str, Any], where: str, problems: list[str]) -> NodeState:
-    flags = {str(f).upper() for f in raw.get("state_flags") or ()}
+    flags = raw.get("state_flags") or []
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        raise Malformed(f"field 'state_flags' is not a list of names: {_show(flags)}")
+    upper = {f.upper() for f in flags}
     base = _state_name(raw.get("state")).lower()
-    if base in ("down", "unknown", "future") or "NOT_RESPONDING" in flags:
+    if base in ("down", "unknown", "future") or "NOT_RESPONDING" in upper:
         return NodeState.DOWN
-    if flags & {"DRAIN", "DRAINING", "DRAINED", "FAIL", "MAINTENANCE", "REBOOT_REQUESTED"} or \
+    if upper & {"DRAIN", "DRAINING", "DRAINED", "FAIL", "MAINTENANCE", "REBOOT_REQUESTED"} or \
             base in ("drain", "drained", "draining", "fail", "error"):
         return NodeState.DRAIN
     if base not in ("idle", "mixed", "allocated", "completing", "planned", "reserved"):
-        problems.append(f"{where}: unknown node state {raw.get('state')!r}; not scheduled")
+        problems.append(f"{where}: unknown node state {_show(raw.get('state'))}; not scheduled")
         return NodeState.DOWN
     return NodeState.UP
 
 
-def _job(raw: Mapping[str, Any], node_types: Mapping[str, str], now: float, managed: set[str]
+def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
          ) -> tuple[Job, SlurmJobInfo] | None:
-    job_id = str(int(raw["job_id"]))
-    raw_state = _state_name(raw["job_state"])
+    if not isinstance(raw, Mapping):
+        raise Malformed(f"the record is {_kind(raw)}, not an object")
+    if "job_id" not in raw:
+        raise KeyError("job_id")
+    job_id = _job_id(raw["job_id"])
+    if "job_state" not in raw:
+        raise KeyError("job_state")
+    raw_state = _state_name(raw["job_state"], "job_state")
     if raw_state not in JOB_STATES:
-        raise ValueError(f"unknown job state {raw['job_state']!r}")
-    partition = str(raw.get("partition") or "")
+        raise Malformed(f"unknown job state {_show(raw['job_state'])}")
+    partition = _text(raw, "partition")
     if managed and not managed.intersection(partition.split(",")):
         return None
-    nodes = tuple(expand_hostlist(str(raw.get("nodes") or "")))
+    nodes = _hostlist(raw, "nodes")
     request_field, asked, asked_type = _gpu_request(raw)
-    held_gpus = _held(job_id, raw, nodes, node_types) if nodes else ()
+    held_gpus = _held(raw, nodes) if nodes else ()
     gpus = len(held_gpus) if held_gpus else asked
     if gpus <= 0:
         return None  # not a GPU job
+    if gpus > _MAX_JOB_GPUS:
+        raise Malformed(f"asks for {_show(gpus)} GPUs")
     state = JOB_STATES[raw_state]
-    submit = _number(raw.get("submit_time")) or 0.0
-    start = _number(raw.get("start_time"))
+    submit = _num(raw, "submit_time") or 0.0
+    start = _num(raw, "start_time")
     running = state in (JobState.RUNNING, JobState.SUSPENDED)
     attained = 0.0
     if state is JobState.RUNNING and start:
-        suspended = _number(raw.get("suspend_time")) or 0.0
-        attained = max(0.0, now - max(start, suspended if suspended > start else start))
-    array_id = int(_number(raw.get("array_job_id")) or 0)
-    account = str(raw.get("account") or "")
-    tenant = account or str(raw.get("user_name") or raw.get("user_id") or "default")
-    reason = str(raw.get("state_reason") or "")
+        suspended = _num(raw, "suspend_time") or 0.0
+        attained = max(0.0, now - max(start, suspended))
+    array_id = _int(raw, "array_job_id") or 0
+    user_id = _int(raw, "user_id")
+    account = _text(raw, "account")
+    user = _text(raw, "user_name")
+    tenant = account or user or (str(user_id) if user_id is not None else "") or "default"
+    reason = _text(raw, "state_reason")
+    priority = _num(raw, "priority", 0.0, float(_MAX_U32))
     job = Job(
         id=job_id, tenant=tenant, app=str(array_id) if array_id else None, gpus=gpus,
         state=state if state is not None else JobState.RUNNING, arrival_s=submit,
         start_s=start if running else None, attained_s=attained,
-        restarts=int(_number(raw.get("restart_cnt")) or 0),
+        restarts=_int(raw, "restart_cnt") or 0,
         gpus_held=held_gpus if running else (),
-        log_path=str(raw.get("standard_output") or "") or None,
+        log_path=_log_path(raw, int(job_id), array_id, user, hosts),
     )
     info = SlurmJobInfo(
         job_id=job_id, raw_state=raw_state, partition=partition, reason=reason,
-        held=reason in HELD_REASONS or (raw_state == "PENDING" and _number(raw.get("priority"))
-                                          == 0),
-        managed=MANAGED_MARK in str(raw.get("admin_comment") or ""),
-        priority=_number(raw.get("priority")), nice=fix_nice(raw.get("nice")),
+        held=reason in HELD_REASONS or (raw_state == "PENDING" and priority == 0),
+        managed=MANAGED_MARK in _text(raw, "admin_comment"),
+        priority=priority, nice=fix_nice(raw.get("nice")),
         gres_field=request_field, gpu_type=asked_type, nodes=nodes,
-        node_count=int(_number(raw.get("node_count")) or max(1, len(nodes))),
-        pinned=tuple(expand_hostlist(str(raw.get("required_nodes") or ""))),
+        node_count=_int(raw, "node_count") or max(1, len(nodes)),
+        pinned=_hostlist(raw, "required_nodes"),
     )
     return job, info
 
 
 def _gpu_request(raw: Mapping[str, Any]) -> tuple[str, int, str | None]:
     """Which field asked for GPUs, the total asked and its type (None if untyped)."""
-    per_node = parse_gpu_entries(raw.get("tres_per_node") or "")
+    per_node = parse_gpu_entries(_text(raw, "tres_per_node"))
     if per_node:
-        count = int(_number(raw.get("node_count")) or 1)
+        count = _int(raw, "node_count") or 1
         return "TresPerNode", sum(e.count for e in per_node) * count, per_node[0].gpu_type
-    per_job = parse_gpu_entries(raw.get("tres_per_job") or "")
+    per_job = parse_gpu_entries(_text(raw, "tres_per_job"))
     if per_job:
         return "TresPerJob", sum(e.count for e in per_job), per_job[0].gpu_type
     return "TresPerNode", 0, None
 
 
-def _held(job_id: str, raw: Mapping[str, Any], nodes: Sequence[str],
-          node_types: Mapping[str, str]) -> tuple[str, ...]:
+def _held(raw: Mapping[str, Any], nodes: Sequence[str]) -> tuple[str, ...]:
     """GPU ids from ``gres_detail`` (one entry per allocated node, in host-list order)."""
     detail = raw.get("gres_detail") or []
+    if not isinstance(detail, list) or not all(isinstance(t, str) for t in detail):
+        raise Malformed(f"field 'gres_detail' is not a list of GRES strings: {_show(detail)}")
     if not detail:
         return ()
     if len(detail) != len(nodes):
-        raise ValueError(f"gres_detail has {len(detail)} entries for {len(nodes)} nodes")
+        raise Malformed(f"gres_detail has {len(detail)} entries for {len(nodes)} nodes")
     gpus: list[str] = []
     for node, text in zip(nodes, detail, strict=True):
-        for entry in parse_gpu_entries(text):
+        for entry in parse_gpu_entries(_bounded(text, "gres_detail")):
             if entry.indices is None:
-                raise ValueError(f"no GPU indices in gres_detail {text!r}")
+                raise Malformed(f"no GPU indices in gres_detail {_show(text)}")
             gpus.extend(gpu_id(node, i) for i in entry.indices)
+    if len(set(gpus)) != len(gpus):
+        raise Malformed(f"a GPU listed twice in gres_detail {_show(detail)}")
     return tuple(gpus)
+
+
+def _check_held(job: Job, info: SlurmJobInfo, known: Mapping[str, Node]) -> None:
+    """A GPU index beyond what its node has: the job and the node disagree."""
+    for node_name in info.nodes:
+        node = known.get(node_name)
+        if node is None:
+            continue
+        prefix = f"{node_name}:"
+        for gpu in job.gpus_held:
+            if gpu.startswith(prefix) and int(gpu[len(prefix):]) >= node.gpus:
+                raise Malformed(f"holds GPU {gpu} but node {node_name} has {node.gpus} GPUs")
+
+
+# ---- where the job's output goes ----------------------------------------------------------
+
+#: NO_VAL: what Slurm writes for %a when the job is not an array task.
+_NO_VAL = 0xFFFFFFFE
+_MAX_WIDTH = 10
+
+
+def _log_path(raw: Mapping[str, Any], job_id: int, array_job_id: int, user: str,
+              hosts: Mapping[str, str]) -> str | None:
+    pattern = _text(raw, "standard_output")
+    task = _int(raw, "array_task_id")
+    if array_job_id and task is None:
+        return None   # an array record standing for several tasks: each writes its own file
+    if not pattern:   # sbatch's default, in the working directory
+        pattern = "slurm-%j.out" if task is None else "slurm-%A_%a.out"
+    return slurm_output_path(
+        pattern, cwd=_text(raw, "current_working_directory"), job_id=job_id,
+        array_job_id=array_job_id, array_task_id=task, user=user or None,
+        job_name=_text(raw, "name"), host=hosts.get(_text(raw, "batch_host")))
+
+
+def slurm_output_path(pattern: str, *, cwd: str, job_id: int, array_job_id: int = 0,
+                      array_task_id: int | None = None, user: str | None = None,
+                      job_name: str | None = None, host: str | None = None) -> str | None:
+    """The file a Slurm 22.05 batch script writes its output to, or None if it cannot be told.
+
+    ``pattern`` is the job's ``standard_output`` (sbatch ``-o``; sbatch's default
+    ``slurm-%j.out`` / ``slurm-%A_%a.out`` when it is empty). Expanded as slurmstepd does for
+    the batch step (src/slurmd/common/fname.c; every rule checked on a 22.05 cluster):
+
+    - a relative pattern is under ``cwd``; ``%%`` is ``%``; a ``%`` before anything but a
+      letter or digit (or at the end) stays as written;
+    - ``%j`` job id; ``%J`` the same for the batch step; ``%A`` array master id (the job id
+      outside arrays); ``%a`` array task id (4294967294 outside arrays); ``%n`` and ``%t`` 0;
+      ``%s`` ``batch``; ``%u`` user name; ``%x`` job name; ``%N`` the batch host's short host
+      name (``host``: known only when Slurm's node names are the host names);
+    - digits after ``%`` zero-pad numeric fields (at most 10 wide) and are ignored for text;
+    - a backslash anywhere turns expansion off: ``\\\\`` is ``\\``, other backslashes are
+      dropped, and a relative pattern is appended to ``cwd`` without a ``/`` (22.05 does so);
+    - a pattern of digits only names the task that writes; the batch script is task 0, so
+      any other number means ``/dev/null``.
+
+    None for ``/dev/null``, for a field that is not known (``%N`` of a pending job, ``%u``
+    without a user), for a conversion 22.05 lacks or later versions changed (``%b``, a width
+    with no conversion), and for a result that is not a plain absolute path (U+FFFD standing
+    for bytes that were not UTF-8, NUL): the profiler must never read somebody else's file.
+    """
+    if re.fullmatch(r"[0-9]+", pattern) and pattern.strip("0"):
+        return None
+    relative = not pattern.startswith("/")
+    if "\\" in pattern:
+        path: str | None = re.sub(r"\\(\\?)", r"\1", pattern)
+        if relative:
+            path = cwd + path if cwd else None
+    else:
+        path = _expand(pattern, job_id=job_id, array_job_id=array_job_id,
+                       array_task_id=array_task_id, user=user, job_name=job_name, host=host)
+        if path is not None and relative:
+            path = cwd + ("" if cwd.endswith("/") else "/") + path if cwd else None
+    if path is None or not path.startswith("/") or path == "/dev/null" or \
+            any(c in path for c in "\x00\ufffd") or _SURROGATES.search(path):
+        return None
+    return path
+
+
+def _expand(pattern: str, *, job_id: int, array_job_id: int, array_task_id: int | None,
+            user: str | None, job_name: str | None, host: str | None) -> str | None:
+    numbers = {"j": job_id, "J": job_id, "n": 0, "t": 0,
+               "A": job_id if array_task_id is None else array_job_id,
+               "a": _NO_VAL if array_task_id is None else array_task_id}
+    texts = {"s": "batch", "u": user, "x": job_name, "N": host}
+    out: list[str] = []
+    i, end = 0, len(pattern)
+    while i < end:
+        char = pattern[i]
+        if char != "%":
+            out.append(char)
+            i += 1
+            continue
+        if pattern.startswith("%", i + 1):
+            out.append("%")
+            i += 2
+            continue
+        j = i + 1
+        while j < end and pattern[j] in "0123456789":
+            j += 1
+        digits = pattern[i + 1:j]
+        conversion = pattern[j] if j < end else ""
+        if conversion in numbers:
+            significant = digits.lstrip("0")
+            width = _MAX_WIDTH if len(significant) > 2 else min(int(significant or 0),
+                                                                _MAX_WIDTH)
+            out.append(f"{numbers[conversion]:0{width}d}")
+        elif conversion in texts:
+            value = texts[conversion]
+            if value is None:
+                return None
+            out.append(value)
+        elif digits or conversion.isalpha():
+            return None
+        else:
+            out.append("%")   # "50%-done.out", or a "%" at the end
+            i += 1
+            continue
+        i = j + 1
+    return "".join(out)

@@ -6,6 +6,10 @@ transport maps the ones slurmrestd 22.05 serves (job update, hold/release as an 
 signal/cancel) and hands the rest (suspend, resume, requeue, requeuehold, which v0.0.38 has no
 endpoint for) to the CLI. Every command is an argument list: job names, user names and paths
 from Slurm never pass through a shell.
+
+Slurm prints what users typed byte for byte: a job name, comment, account, working directory
+or output path may hold bytes that are not UTF-8 (``sbatch --comment $'\\xff'``). Both
+transports decode Slurm's answers with :func:`decode`, which never fails.
 """
 
 from __future__ import annotations
@@ -60,9 +64,25 @@ def _check_verb(verb: str, job_id: str) -> None:
         raise ValueError(f"not a Slurm job id: {job_id!r}")
 
 
+def decode(data: bytes) -> str:
+    """Slurm's output as text: UTF-8, each byte that is not UTF-8 as U+FFFD.
+
+    Replacement rather than ``surrogateescape``: the text goes on into the model, the SQLite
+    store, JSON logs and metrics labels, all of which must encode it as UTF-8 again, and a
+    lone surrogate (what ``surrogateescape`` makes of a bad byte) fails exactly there, far
+    from here and in every round. What replacement loses (the exact bytes) matters only for
+    names that differ in their invalid bytes alone, which then read the same, and for paths,
+    which no longer name the file: the translation never uses a path holding U+FFFD.
+    """
+    return data.decode("utf-8", "replace")
+
+
 def _parse_document(text: str, what: str, key: str) -> dict[str, Any]:
     try:
-        doc = json.loads(text)
+        # strict=False: 22.05 escapes control characters (\u0001), but a raw one inside a
+        # string (another version, a saved file) is a user's data, not a reason to lose
+        # the whole document and skip the round
+        doc = json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
         raise TransportError(f"{what}: not JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
@@ -105,13 +125,17 @@ class CliTransport:
         self.env = dict(os.environ if env is None else env)
 
     def _run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        """Run one command; its output captured as bytes and decoded by :func:`decode`
+        (``text=True`` would raise UnicodeDecodeError on one job's non-UTF-8 comment)."""
         try:
-            return subprocess.run(list(argv), capture_output=True, text=True,
-                                  timeout=self.timeout_s, env=self.env, check=False)
+            proc = subprocess.run(list(argv), capture_output=True, timeout=self.timeout_s,
+                                  env=self.env, check=False)
         except subprocess.TimeoutExpired as exc:
             raise TransportError(f"{argv[0]}: no answer in {self.timeout_s:g} s") from exc
         except OSError as exc:
             raise TransportError(f"{argv[0]}: cannot run: {exc.strerror}") from exc
+        return subprocess.CompletedProcess(proc.args, proc.returncode, decode(proc.stdout),
+                                           decode(proc.stderr))
 
     def _read(self, argv: Sequence[str], key: str) -> dict[str, Any]:
         proc = self._run(argv)
@@ -197,13 +221,13 @@ class RestTransport:
         try:
             conn.request(method, self.API + path, body=data, headers=headers)
             resp = conn.getresponse()
-            text = resp.read().decode("utf-8", "replace")
+            text = decode(resp.read())   # slurmrestd passes job fields' bytes through too
         except (OSError, http.client.HTTPException) as exc:
             raise TransportError(f"slurmrestd {self.url}{path}: {exc}") from exc
         finally:
             conn.close()
         try:
-            doc = json.loads(text) if text.strip() else {}
+            doc = json.loads(text, strict=False) if text.strip() else {}
         except json.JSONDecodeError as exc:
             raise TransportError(f"slurmrestd {path}: HTTP {resp.status}, not JSON: "
                                  f"{text[:200]!r}") from exc
