@@ -422,3 +422,25 @@ def test_event_file_torn_and_corrupt_records(tmp_path: Path) -> None:
     damaged = EventFileSource(str(events))
     got = [s.step for s in damaged.read()]
     assert damaged.stats.malformed == 1 and got and set(got) <= set(whole)
+
+
+def test_the_daemon_reads_a_log_only_as_the_jobs_owner_could(tmp_path):
+    """Slurm's user_id reaches the profiler: a log the job's owner cannot read (a symlinked
+    directory into root's files, a 0600 file of another user) is not read by the daemon."""
+    from gpufair.core.enrich import measure
+    from gpufair.model import ClusterState, Job, JobState, Node
+    from gpufair.profiler.profiler import Profiler
+    secret = tmp_path / "secret.out"
+    secret.write_text("Epoch: [0][ 10/100]\tTime  0.500 ( 0.500)\tLoss 1.0 (1.0)\n" * 5)
+    secret.chmod(0o600)                                   # root's, not the job owner's
+    job = Job("7", gpus=1, state=JobState.RUNNING, start_s=0.0, gpus_held=("n:0",),
+              log_path=str(secret), owner_uid=65534, owner_gid=65534)
+    state = ClusterState(10.0, nodes=(Node("n", "v100", 1),), jobs=(job,))
+    profiler = Profiler()
+    measured = measure(state, profiler)
+    assert "owner" in profiler.problems["7"] or "not readable" in profiler.problems["7"]
+    assert measured.jobs[0].progress.iterations_done == 0
+    secret.chmod(0o644)                                   # world-readable: the owner could
+    profiler = Profiler()
+    assert measure(state, profiler).jobs[0].progress.iterations_done > 0
+    assert "7" not in profiler.problems

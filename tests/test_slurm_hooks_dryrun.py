@@ -126,3 +126,14 @@ def test_example_config_is_valid():
     assert config.daemon.mode == "hard" and config.daemon.round_s == 60
     assert config.slurm.managed_partitions == ("gpu",)
     assert config.policies["las"].queue_thresholds_gpu_s == (3600.0, 36000.0)
+
+
+def test_dry_run_of_raw_files_with_absurd_times(tmp_path, capsys):
+    """A huge or NaN submit_time is not a clock: the dry run goes on with the sane ones."""
+    doc = json.loads((DATA / "squeue.json").read_text())
+    doc["jobs"][0]["submit_time"] = 10 ** 400
+    doc["jobs"][1]["submit_time"] = float("nan")
+    (tmp_path / "sq.json").write_text(json.dumps(doc))
+    assert main(["dry-run", "--squeue", str(tmp_path / "sq.json"), "--sinfo",
+                 str(DATA / "sinfo.json"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["time_s"] < 1e11

@@ -163,7 +163,8 @@ def _latest_time(doc: Mapping[str, Any]) -> float:
             continue
         for key in keys[:1] if job.get("job_state") == "PENDING" else keys:
             value = job.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and 0 <= value < 1e11:   # a finite epoch time (not NaN, not 10**400)
                 times.append(float(value))
     return max(times)
 

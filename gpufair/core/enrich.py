@@ -13,11 +13,13 @@ Measured rates are never overwritten, and a user's declaration never enters here
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from gpufair.model import ClusterState, JobState, ThroughputProfile, node_of
 from gpufair.profiler.profiler import JobLog, Profiler
 
+log = logging.getLogger("gpufair.profiles")
 NEUTRAL_RATE = 1.0
 #: A running job's neutral rate elsewhere is a hair lower than on the type it runs on: with
 #: equal rates the placement would move it across types on a tie, and a move costs a restart.
@@ -34,8 +36,13 @@ def measure(state: ClusterState, profiler: Profiler) -> ClusterState:
         running = job.state is JobState.RUNNING and len(types) == 1
         logs.append(JobLog(job.id, job.log_path,
                            gpu_type=types.pop() if running else None,
-                           gpus=len(job.gpus_held) if running else None, model=job.model))
+                           gpus=len(job.gpus_held) if running else None, model=job.model,
+                           owner_uid=job.owner_uid,
+                           owner_gids=() if job.owner_gid is None else (job.owner_gid,)))
     profiler.round(logs)
+    for job_id, problem in sorted(profiler.problems.items()):
+        log.info("job %s: log not read: %s", job_id, problem,
+                 extra={"fields": {"event": "log_refused", "job": job_id, "why": problem}})
     names = state.gpu_type_names()
     return state.with_jobs(profiler.apply(j, names, (j.gpus,)) for j in state.jobs)
 

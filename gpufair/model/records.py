@@ -146,6 +146,9 @@ class Job:
     restarts: int = 0
     gpus_held: tuple[str, ...] = ()
     log_path: str | None = None
+    # who may read the log: the profiler (running as root) reads only what they could
+    owner_uid: int | None = None
+    owner_gid: int | None = None
 
     @property
     def elastic(self) -> bool:

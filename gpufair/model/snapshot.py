@@ -177,6 +177,7 @@ _JOB_FIELDS: dict[str, Callable[[Any], Any]] = {
     "finish_s": _optional(float), "progress": _progress, "throughput": _throughput,
     "batch_size": _optional(int), "initial_batch_size": _optional(int),
     "adaptation": Adaptation, "weight": float, "attained_s": float, "restarts": int,
+    "owner_uid": _optional(int), "owner_gid": _optional(int),
     "gpus_held": _held, "samples_per_epoch": _optional(int), "max_batch_size": _optional(int),
     "batch_rates": lambda pairs: tuple((int(b), float(r)) for b, r in pairs),
 }

@@ -28,7 +28,7 @@ class Cluster:
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(list(argv), env=self.env, capture_output=True, text=True,
-                              timeout=30, check=check)
+                              errors="replace", timeout=30, check=check)
 
     def sbatch(self, name: str, workdir: Path, *, nodes: int = 1, gpus_per_node: int = 4,
                steps: int = 16, step_s: float = 0.5) -> str:

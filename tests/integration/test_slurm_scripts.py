@@ -30,8 +30,9 @@ def test_two_clusters_pick_their_own_free_ports(tmp_path):
         assert ports[0]["CTLD_PORT"] != ports[1]["CTLD_PORT"]
         for base in bases:
             conf = {**env, "SLURM_CONF": str(base / "etc" / "slurm.conf")}
-            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=conf, capture_output=True,
-                                 text=True, timeout=30, check=True).stdout
+            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=conf,
+                                 capture_output=True, text=True, timeout=30,
+                                 check=True).stdout
             assert out.split()[0] == "solo"
     finally:
         for base in bases:

@@ -492,6 +492,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         restarts=_int(raw, "restart_cnt") or 0,
         gpus_held=held_gpus if running else (),
         log_path=_log_path(raw, int(job_id), array_id, user, hosts),
+        owner_uid=user_id, owner_gid=_int(raw, "group_id"),
     )
     info = SlurmJobInfo(
         job_id=job_id, raw_state=raw_state, partition=partition, reason=reason,
