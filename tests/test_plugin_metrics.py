@@ -185,7 +185,16 @@ def test_no_stray_metric_names():
     names -= {n for n in names if n.endswith("_created")}    # the library's reset markers
     assert names == {"gpufair_rounds", "gpufair_round_seconds",
                      "gpufair_last_round_timestamp_seconds", "gpufair_actions",
-                     "gpufair_preemptions_capped", "gpufair_tenant_gpus", "gpufair_job_rho"}
+                     "gpufair_preemptions_capped", "gpufair_tenant_gpus", "gpufair_job_rho",
+                     "gpufair_adapter_status"}
+
+
+def test_adapter_status_is_exported():
+    m = Metrics()
+    m.set_adapter_status({"slurm_token_expires_at": 1.8e9, "slurm_token_renewals": 3.0})
+    samples = {s.labels["key"]: s.value for f in text_string_to_metric_families(m.render())
+               if f.name == "gpufair_adapter_status" for s in f.samples}
+    assert samples == {"slurm_token_expires_at": 1.8e9, "slurm_token_renewals": 3.0}
 
 
 @pytest.fixture

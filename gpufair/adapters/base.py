@@ -17,7 +17,7 @@ Failures are told apart: :class:`Unavailable` (raised by ``snapshot``, or an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Protocol, runtime_checkable
 
@@ -63,4 +63,9 @@ class ResourceManager(Adapter, Protocol):
 
     def check(self, action: Action) -> Effect:
         """Whether ``action`` already shows, read fresh from the resource manager."""
+        ...
+
+    def status(self) -> Mapping[str, float]:
+        """The adapter's own health in numbers (credentials' expiry, renewals, ...), for
+        the daemon's metrics; empty when there is nothing to say."""
         ...

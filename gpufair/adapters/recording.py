@@ -42,5 +42,8 @@ class RecordingAdapter:
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
         return [self.apply_one(a) for a in actions]
 
+    def status(self) -> dict[str, float]:
+        return {}
+
     def check(self, action: Action) -> Effect:
         return Effect.IN_EFFECT if action in self.recorded else Effect.NOT_YET

@@ -110,6 +110,7 @@ class Daemon:
         if not self.stopping:
             self.store.finish_round(round_id, latency, status=status)
         self.metrics.observe_round(status, latency)
+        self.metrics.set_adapter_status(self.adapter.status())
         self._prune()
         self.metrics.set_allocation(_tenant_gpus(state, result.plan), rho_estimates(state))
         log.info("round %d: %d actions in %.3f s", round_id, len(result.actions), latency,

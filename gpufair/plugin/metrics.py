@@ -72,6 +72,10 @@ class Metrics:
         self._capped = Counter("gpufair_preemptions_capped_total",
                                "Preemptions, migrations and resizes held back by the "
                                "preemption cap.", registry=self.registry)
+        self._adapter = Gauge("gpufair_adapter_status", "What the resource-manager adapter "
+                              "reports of its own health (e.g. slurm_token_expires_at, "
+                              "slurm_token_renewals, slurm_token_failures).", ["key"],
+                              registry=self.registry)
         self._allocation = _Allocation()
         self.registry.register(self._allocation)
 
@@ -99,6 +103,10 @@ class Metrics:
         """Replace the previous round's values: tenants and jobs now absent stop being exported,
         rather than lingering at their last value as if they still held GPUs."""
         self._allocation.snapshot = (dict(tenant_gpus), dict(job_rho))
+
+    def set_adapter_status(self, status: Mapping[str, float]) -> None:
+        for key, value in status.items():
+            self._adapter.labels(key=key).set(value)
 
     def render(self) -> str:
         return generate_latest(self.registry).decode("utf-8")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from slurm_cluster import Cluster, start_daemon, write_config
 
-from gpufair.adapters.slurm import CliTransport, RestTransport
+from gpufair.adapters.slurm import CliTransport, RestTransport, TransportError
 from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.adapters.slurm.translate import translate
 from gpufair.plugin.store import Store
@@ -307,3 +307,38 @@ def test_rest_transport_reads_what_the_cli_reads(cluster: Cluster, tmp_path):
     assert cluster.jobs()[job_id]["priority"] == 4242
     bad = jwt.control("update", "999999", {"Priority": "1"})
     assert not bad.ok and "Invalid job id" in bad.detail
+
+
+def test_an_expired_slurmrestd_token_is_renewed(cluster: Cluster, tmp_path):
+    """Issue 12, item 10: with a 5 s token and no renewal every read fails once it expires;
+    with renewal (the daemon as root may mint tokens) reads go on, and the token file is
+    rewritten with the new token. A token slurmrestd refuses (401) is replaced at once."""
+    from gpufair.adapters.slurm.token import TokenSource, token_expiry
+    url = f"http://127.0.0.1:{cluster.restd_port}"
+
+    def minted(lifespan: int) -> str:
+        out = cluster.run("scontrol", "token", "username=root", f"lifespan={lifespan}").stdout
+        return out.strip().removeprefix("SLURM_JWT=")
+
+    def run(argv):   # `scontrol token` in the cluster's environment
+        return subprocess.run(list(argv), env=cluster.env, capture_output=True, text=True,
+                              timeout=15, check=False)
+
+    token_file = tmp_path / "slurm.jwt"
+    token_file.write_text(minted(5) + "\n")
+    fixed = RestTransport(url, user="root", tokens=TokenSource(str(token_file)))
+    renewing = RestTransport(url, user="root", tokens=TokenSource(
+        str(token_file), renew=True, lifespan_s=300, run=run))
+    assert fixed.read_jobs()["jobs"] is not None
+    time.sleep(6.5)
+    try:
+        fixed.read_jobs()
+        raise AssertionError("an expired token was accepted")
+    except TransportError as exc:   # 22.05 says so as HTTP 500 from slurm_load_jobs
+        assert "HTTP 401" in str(exc) or "HTTP 500" in str(exc), exc
+    assert renewing.read_jobs()["jobs"] is not None
+    assert renewing.tokens.renewals >= 1
+    saved = token_file.read_text().strip()
+    assert token_expiry(saved) is not None and token_expiry(saved) > time.time() + 200
+    token_file.write_text("not.a.token\n")              # slurmrestd answers 401
+    assert renewing.read_nodes()["nodes"]

@@ -18,6 +18,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from gpufair.adapters.base import Effect, Unavailable
 from gpufair.adapters.slurm.commands import NotExpressible, Step, precondition, steps_for
 from gpufair.adapters.slurm.hostlist import expand_hostlist
+from gpufair.adapters.slurm.token import TokenSource
 from gpufair.adapters.slurm.translate import SlurmJobInfo, SlurmView, block_nodes, translate
 from gpufair.adapters.slurm.transport import (
     CliTransport,
@@ -59,7 +60,12 @@ class SlurmSettings:
                              choices=("cli", "rest"))
     rest_url: str | None = setting(None, "unix:/path/to/slurmrestd.socket or http://host:port")
     user: str | None = setting(None, "X-SLURM-USER-NAME with a token (rest over TCP)")
-    token_file: str | None = setting(None, "file holding the JWT (output of scontrol token)")
+    token_file: str | None = setting(None, "file holding the JWT (output of scontrol token);"
+                                     " re-read whenever it changes")
+    token_renew: bool = setting(False, "renew the JWT with `scontrol token` before it expires"
+                                " (the daemon runs as root or SlurmUser) and save it to"
+                                " token_file")
+    token_lifespan_s: int = setting(3600, "lifespan asked of a renewed JWT", ge=60)
     managed_partitions: tuple[str, ...] = setting(
         ("gpu",), "partitions gpufair schedules (the same list as MANAGED in job_submit.lua)")
     timeout_s: float = setting(10.0, "per Slurm command or request", gt=0.0)
@@ -96,16 +102,19 @@ class SlurmAdapter:
             if not settings.rest_url:
                 raise InputError("config", "transport rest needs rest_url",
                                  field="slurm.rest_url")
-            token = None
-            if settings.token_file:
-                try:
-                    token = Path(settings.token_file).read_text(encoding="utf-8").strip()
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise InputError(settings.token_file, f"cannot read token: {exc}",
-                                     field="slurm.token_file") from exc
-                token = token.removeprefix("SLURM_JWT=")
-            transport = RestTransport(settings.rest_url, user=settings.user, token=token,
-                                      timeout_s=settings.timeout_s, cli=cli)
+            tokens = None
+            if settings.token_file or settings.token_renew:
+                if settings.token_file and not settings.token_renew:
+                    try:
+                        Path(settings.token_file).read_bytes()
+                    except OSError as exc:
+                        raise InputError(settings.token_file, f"cannot read token: "
+                                         f"{exc.strerror}", field="slurm.token_file") from exc
+                tokens = TokenSource(settings.token_file, user=settings.user or "root",
+                                     renew=settings.token_renew,
+                                     lifespan_s=settings.token_lifespan_s)
+            transport = RestTransport(settings.rest_url, user=settings.user,
+                                      timeout_s=settings.timeout_s, cli=cli, tokens=tokens)
         return cls(transport=transport, settings=settings, mode=mode)
 
     @property
@@ -316,6 +325,17 @@ class SlurmAdapter:
 
     def cancel(self, job_id: str) -> CommandResult:
         return self.transport.control("cancel", job_id)
+
+    def status(self) -> dict[str, float]:
+        """The JWT's expiry and renewals, when slurmrestd is reached with one."""
+        tokens = getattr(self.transport, "tokens", None)
+        if not isinstance(tokens, TokenSource):
+            return {}
+        out = {"slurm_token_renewals": float(tokens.renewals),
+               "slurm_token_failures": float(tokens.failures)}
+        if tokens.expires is not None:
+            out["slurm_token_expires_at"] = tokens.expires
+        return out
 
     # ---- idempotence ----------------------------------------------------------------------
     def check(self, action: Action) -> Effect:

@@ -81,6 +81,10 @@ class TokenSource:
             self.refresh()
         return self.token
 
+    def expired(self, *, margin_s: float = 0.0) -> bool:
+        """Past its ``exp`` claim (a token without one is never known to have expired)."""
+        return self.expires is not None and self.clock() >= self.expires - margin_s
+
     def _due(self) -> bool:
         if self.token is None:
             return True

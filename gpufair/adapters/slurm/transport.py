@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gpufair.adapters.slurm.token import TokenSource
+
 
 class TransportError(RuntimeError):
     """Slurm did not answer, or answered something that is not a usable document."""
@@ -187,17 +189,21 @@ class RestTransport:
     """slurmrestd v0.0.38: a unix socket with local auth, or TCP with a JWT.
 
     ``url`` is ``unix:/path/to/slurmrestd.sock`` or ``http://host:port``. With TCP, ``user``
-    and ``token`` (``scontrol token``) go into the X-SLURM-USER-* headers.
+    and the JWT go into the X-SLURM-USER-* headers; the JWT comes from a fixed ``token`` or,
+    better, a :class:`~gpufair.adapters.slurm.token.TokenSource`, which renews it before it
+    expires. A 401 asks the source for a new token and the request is tried once more.
     """
 
     name = "rest"
     API = "/slurm/v0.0.38"
 
     def __init__(self, url: str, *, user: str | None = None, token: str | None = None,
-                 timeout_s: float = 10.0, cli: CliTransport | None = None) -> None:
+                 timeout_s: float = 10.0, cli: CliTransport | None = None,
+                 tokens: TokenSource | None = None) -> None:
         self.url = url
         self.user = user
         self.token = token
+        self.tokens = tokens
         self.timeout_s = timeout_s
         self.cli = cli or CliTransport(timeout_s=timeout_s)
 
@@ -209,6 +215,19 @@ class RestTransport:
         return http.client.HTTPConnection(host, int(port or 6820), timeout=self.timeout_s)
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+        if self.tokens is not None:
+            self.token = self.tokens.current()
+        status, doc = self._request(method, path, body)
+        # 22.05 answers an expired or bad JWT with 401, or with a 500 from slurmctld's side
+        # ("slurm_load_jobs": authentication failed there): both get one fresh token
+        if self.tokens is not None and (status == 401 or (
+                status >= 500 and self.tokens.expired(margin_s=1.0)) or (
+                status >= 500 and self.tokens.expires is None)):
+            self.token = self.tokens.rejected()
+            status, doc = self._request(method, path, body)
+        return status, doc
+
+    def _request(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
         headers = {"Accept": "application/json"}
         if self.token:
             headers["X-SLURM-USER-NAME"] = self.user or "root"
