@@ -481,6 +481,9 @@ class _Cluster:
             raise Unavailable("no answer")
         return Effect(effect)
 
+    def status(self) -> dict[str, float]:
+        return {}
+
     def sent(self) -> list:
         return [entry[1] for entry in self.log if entry[0] == "apply"]
 
