@@ -40,16 +40,31 @@ local function managed(partition)
    return false
 end
 
+-- a --constraint with alternatives, counts or brackets is more than gpufair's model of a
+-- placement (a set of allowed nodes): such a job is left to Slurm's own scheduler, unheld
+local function unmodelled(features)
+   return features ~= nil and string.find(features, "[|%[%]%*!]") ~= nil
+end
+
 function slurm_job_submit(job_desc, part_list, submit_uid)
    if managed(job_desc.partition) then
+      if unmodelled(job_desc.features) then
+         slurm.log_info("gpufair: constraint %s left to Slurm", job_desc.features)
+         return slurm.SUCCESS
+      end
       job_desc.priority = 0
       job_desc.admin_comment = MARK
+      -- gpufair rewrites the required nodes when it pins a job: keep the user's own list
+      if job_desc.req_nodes ~= nil and job_desc.req_nodes ~= "" then
+         job_desc.admin_comment = MARK .. " nodelist=" .. job_desc.req_nodes
+      end
    end
    return slurm.SUCCESS
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-   if job_rec.admin_comment == MARK and not OPERATORS[modify_uid]
+   local comment = job_rec.admin_comment or ""
+   if string.sub(comment, 1, #MARK) == MARK and not OPERATORS[modify_uid]
       and job_desc.priority ~= nil and job_desc.priority ~= NO_VAL then
       slurm.log_info("gpufair: uid %d may not change the priority of managed job %d",
                      modify_uid, job_rec.job_id)

@@ -200,6 +200,26 @@ def snap_started_elsewhere() -> ClusterState:
     return ClusterState(time_s=400.0, nodes=mixed_nodes(), jobs=jobs, gpu_types=GPU_TYPES)
 
 
+def snap_constrained() -> ClusterState:
+    """What Slurm jobs ask of a placement: allowed nodes (partition, --nodelist, --exclude,
+    --constraint), a node count with equal GPUs per node, a GPU type; and GPUs in use by
+    jobs gpufair does not manage (k80-0 has only GPU 3 left)."""
+    nodes = (Node("v100-0", "v100", 4, rack="r0"), Node("v100-1", "v100", 4, rack="r0"),
+             Node("k80-0", "k80", 4, rack="r1", unavailable=(0, 1, 2)),
+             Node("k80-1", "k80", 4, rack="r1"))
+    both = {"v100": 4.0, "k80": 1.5}
+    jobs = (
+        replace(make_job("one_node4", 4, {"v100": 12.0, "k80": 5.0}), nodes=1),
+        replace(make_job("two_nodes4", 4, {"v100": 12.0, "k80": 5.0}, arrival=1.0), nodes=2),
+        replace(make_job("only_v100_1", 1, both, arrival=2.0), allowed_nodes=("v100-1",)),
+        replace(make_job("typed_k80", 1, both, arrival=3.0), gpu_types=("k80",)),
+        replace(make_job("nowhere", 1, both, arrival=4.0), allowed_nodes=()),
+        make_job("k80_2", 2, {"k80": 2.5}, arrival=5.0),
+        make_job("k80_3", 3, {"k80": 3.5}, arrival=6.0),
+    )
+    return ClusterState(time_s=100.0, nodes=nodes, jobs=jobs, gpu_types=GPU_TYPES)
+
+
 SNAPSHOTS: dict[str, Callable[[], ClusterState]] = {
     "empty_cluster": snap_empty_cluster,
     "empty_queue": snap_empty_queue,
@@ -208,6 +228,7 @@ SNAPSHOTS: dict[str, Callable[[], ClusterState]] = {
     "too_big": snap_too_big,
     "tenants": snap_tenants,
     "started_elsewhere": snap_started_elsewhere,
+    "constrained": snap_constrained,
 }
 # snapshots whose plans change from round to round: the multi-round determinism check
 SEQUENCE_SNAPSHOTS = ("mixed_types", "gangs", "tenants", "started_elsewhere")
@@ -266,7 +287,21 @@ def contract_violations(state: ClusterState, plan: object) -> list[str]:
             if g in owner and owner[g] != a.job_id:
                 problems.append(f"{a.job_id}: GPU {g!r} also given to {owner[g]}")
             owner.setdefault(g, a.job_id)
+        hosts: dict[str, int] = {}
+        for g in gpus:
+            hosts[g.rpartition(":")[0]] = hosts.get(g.rpartition(":")[0], 0) + 1
+        if job.allowed_nodes is not None and not set(hosts) <= set(job.allowed_nodes):
+            problems.append(f"{a.job_id}: on {sorted(hosts)}, allowed {job.allowed_nodes}")
+        if job.nodes is not None and (len(hosts) != job.nodes
+                                      or len(set(hosts.values())) != 1):
+            problems.append(f"{a.job_id}: split {hosts}, asked {job.nodes} equal node(s)")
+        unavailable = {f"{n.name}:{i}" for n in state.nodes for i in n.unavailable}
+        if unavailable & set(gpus):
+            problems.append(f"{a.job_id}: on GPUs in use outside gpufair "
+                            f"{sorted(unavailable & set(gpus))}")
         kinds = {type_of[g] for g in gpus if g in type_of}
+        if job.gpu_types is not None and not kinds <= set(job.gpu_types):
+            problems.append(f"{a.job_id}: on {sorted(kinds)}, asked {job.gpu_types}")
         if len(kinds) > 1:
             problems.append(f"{a.job_id}: gang mixes GPU types {sorted(kinds)}")
         for kind in kinds:

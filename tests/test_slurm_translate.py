@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -340,7 +341,14 @@ def test_translate_never_raises_and_keeps_untouched_jobs(data):
             continue
         info = BASE.jobs[job.id]
         if job.id in after:
-            assert after[job.id] == job and view.jobs[job.id] == info
+            # the nodes a pending job may use follow the nodes document: a node that was
+            # mutated away is no longer allowed; everything else of the job is untouched
+            got = after[job.id]
+            if got.allowed_nodes is not None:
+                assert set(got.allowed_nodes) <= {n.name for n in view.state.nodes} | affected
+            if kind == "nodes" and job.allowed_nodes is not None:
+                got = dataclasses.replace(got, allowed_nodes=job.allowed_nodes)
+            assert got == job and view.jobs[job.id] == info
             continue
         named = _problem_names(view, job.id)
         assert named, f"job {job.id} vanished silently: {view.problems}"
@@ -500,3 +508,34 @@ def test_array_record_standing_for_several_tasks_has_no_log_path():
     jobs["jobs"][3].update(array_job_id=4, array_task_id=None, array_task_string="0-3")
     view = translate(jobs, SINFO, now=NOW)
     assert {j.id: j.log_path for j in view.state.jobs}["4"] is None
+
+
+@pytest.mark.parametrize(("text", "met"), [
+    ("afterok:22(unfulfilled)", True), ("afterok:23", False), ("afternotok:23", True),
+    ("after:24", True), ("afterany:24", False), ("afterok:22,afterany:24", False),
+    ("afterok:23?afterok:22", True), ("singleton", False), ("afterok:99", False),
+    ("afterok:22:23", False), ("afterany:22:23", True), ("aftercorr:22", False),
+])
+def test_dependencies_are_read_from_the_parents_states(text, met):
+    from gpufair.adapters.slurm.translate import dependency_met
+    states = {"22": "COMPLETED", "23": "FAILED", "24": "RUNNING"}
+    assert dependency_met(text, states) is met
+
+
+def test_placement_constraints_come_from_what_the_job_asked():
+    jobs = copy.deepcopy(SQUEUE)
+    pending = next(j for j in jobs["jobs"] if j["job_state"] == "PENDING")
+    pending.update(features="k80", excluded_nodes="gpu-k80-1", tres_per_node="gres:gpu:k80:1",
+                   node_count=1, admin_comment="gpufair:managed")
+    view = translate(jobs, SINFO, now=NOW)
+    job = next(j for j in view.state.jobs if j.id == str(pending["job_id"]))
+    assert job.allowed_nodes == ("gpu-k80-2",) and job.nodes == 1 and job.gpu_types == ("k80",)
+    pending.update(features="k80|v100")
+    view = translate(jobs, SINFO, now=NOW)
+    assert str(pending["job_id"]) not in {j.id for j in view.state.jobs}
+    assert any("more than a list of features" in p for p in view.problems)
+    pending.update(features="", excluded_nodes="",
+                   admin_comment="gpufair:managed nodelist=gpu-v100-[1-2]")
+    job = next(j for j in translate(jobs, SINFO, now=NOW).state.jobs
+               if j.id == str(pending["job_id"]))
+    assert job.allowed_nodes == ("gpu-v100-1", "gpu-v100-2")

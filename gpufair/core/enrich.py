@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from gpufair.model import ClusterState, JobState, ThroughputProfile, node_of
+from gpufair.model import ClusterState, Job, JobState, ThroughputProfile, node_of
 from gpufair.profiler.profiler import JobLog, Profiler
 
 log = logging.getLogger("gpufair.profiles")
@@ -47,18 +47,33 @@ def measure(state: ClusterState, profiler: Profiler) -> ClusterState:
     return state.with_jobs(profiler.apply(j, names, (j.gpus,)) for j in state.jobs)
 
 
+def _usable_types(job: Job, type_of: dict[str, str]) -> set[str] | None:
+    """The GPU types the job may run on (--gres=gpu:TYPE, its allowed nodes' types)."""
+    usable = None if job.gpu_types is None else set(job.gpu_types)
+    if job.allowed_nodes is not None:
+        on_nodes = {type_of[n] for n in job.allowed_nodes if n in type_of}
+        usable = on_nodes if usable is None else usable & on_nodes
+    return usable
+
+
 def with_default_profiles(state: ClusterState) -> ClusterState:
     types = state.gpu_type_names()
     type_of = {n.name: n.gpu_type for n in state.nodes}
     jobs = []
     for job in state.jobs:
-        known = [r for t in types if (r := job.throughput.rate(t, job.gpus)) is not None]
-        if types and len(known) < len(types):
+        usable = _usable_types(job, type_of)
+        if usable is not None:   # no rate on a type it may not use: no placement there
+            allowed_rates = {k: r for k, r in job.throughput.rates.items() if k[0] in usable}
+            if len(allowed_rates) != len(job.throughput.rates):
+                job = replace(job, throughput=ThroughputProfile(allowed_rates))
+        allowed = [t for t in types if usable is None or t in usable]
+        known = [r for t in allowed if (r := job.throughput.rate(t, job.gpus)) is not None]
+        if allowed and len(known) < len(allowed):
             # unmeasured types: as fast as the best measured one (no speedup assumed)
             base = max(known, default=NEUTRAL_RATE)
             rates = dict(job.throughput.rates)
             here = {type_of.get(node_of(g)) for g in job.gpus_held}
-            for gpu_type in types:
+            for gpu_type in allowed:
                 stay = not here or gpu_type in here
                 rates.setdefault((gpu_type, job.gpus),
                                  base if stay else base * (1 - STAY_MARGIN))

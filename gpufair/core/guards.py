@@ -72,6 +72,23 @@ def unusable_nodes(state: ClusterState, actions: Sequence[Action]
     return hold_back(state, actions, frozen, "its GPUs are on a drained or settling node")
 
 
+def job_constraints(state: ClusterState, actions: Sequence[Action]
+                    ) -> tuple[list[Action], list[Deferred]]:
+    """A placement the resource manager would refuse or twist (a node outside the job's
+    partition or its --nodelist, a --nodes count broken, another GPU type than it asked) is
+    never sent: the job waits for a plan that fits, rather than failing or running split."""
+    type_of = {g: n.gpu_type for n in state.nodes for g in n.gpu_ids()}
+    jobs = {j.id: j for j in state.jobs}
+    broken = {}
+    for action in actions:
+        job = jobs.get(action.job_id)
+        gpus = getattr(action, "gpu_ids", ())
+        if job is not None and gpus and job.placement_problem(gpus, type_of) is not None:
+            broken[job.id] = frozenset(job.gpus_held)
+    return hold_back(state, actions, broken,
+                     "the planned placement breaks what the job asked of the resource manager")
+
+
 def min_runtime(seconds: float) -> Guard:
     """A job that started less than ``seconds`` ago keeps its GPUs (no thrashing)."""
     def guard(state: ClusterState, actions: Sequence[Action]

@@ -28,6 +28,7 @@ from gpufair.core.actions import plan_actions
 from gpufair.core.guards import (
     Deferred,
     Guard,
+    job_constraints,
     min_runtime,
     preemption_cap,
     rank_priorities,
@@ -40,7 +41,9 @@ from gpufair.model import (
     Job,
     JobState,
     Plan,
+    Preempt,
     PreemptMode,
+    Resume,
     SetPriority,
 )
 from gpufair.policy.base import Policy
@@ -60,7 +63,7 @@ class RoundRules:
     preempt_mode: PreemptMode = PreemptMode.REQUEUE
 
     def guards(self) -> list[Guard]:
-        return [unusable_nodes, min_runtime(self.min_runtime_s),
+        return [unusable_nodes, job_constraints, min_runtime(self.min_runtime_s),
                 preemption_cap(self.max_preempt_share)]
 
 
@@ -69,7 +72,7 @@ class RoundResult:
     state: ClusterState                   # what the policy saw (enriched)
     plan: Plan
     actions: list[Action]
-    keys: list[str]                       # idempotency key of each action
+    keys: list[str | None]                # idempotency key of each action (None: none)
     deferred: list[Deferred] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)  # rows for the store
     policy_s: float = 0.0
@@ -83,8 +86,15 @@ def incarnation(job: Job) -> str:
     return f"{job.id}#{job.restarts}{started}"
 
 
-def action_key(action: Action, job: Job | None) -> str:
-    """Stable across rounds for the same decision on the same incarnation of a job."""
+def action_key(action: Action, job: Job | None) -> str | None:
+    """Stable across rounds for the same decision on the same incarnation of a job; None for
+    an action that may rightly be repeated within one incarnation (a priority that comes
+    back to an earlier value, a second suspension after a resume: Slurm keeps the start time
+    and restart count across suspend/resume). Those are kept from harm by the resource
+    manager's own check of the job's state right before acting."""
+    if isinstance(action, (SetPriority, Resume)) or (
+            isinstance(action, Preempt) and action.mode is PreemptMode.SUSPEND):
+        return None
     what = ",".join(sorted(getattr(action, "gpu_ids", ()))) or \
         getattr(getattr(action, "mode", None), "value", "") or \
         f"{getattr(action, 'priority', '')}"

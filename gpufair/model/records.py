@@ -55,9 +55,13 @@ class Node:
     rack: str | None = None
     switch: str | None = None
     state: NodeState = NodeState.UP
+    # GPU indices in use by what gpufair does not schedule (jobs of other partitions,
+    # reservations): never offered to a policy
+    unavailable: tuple[int, ...] = ()
 
     def gpu_ids(self) -> tuple[str, ...]:
-        return tuple(gpu_id(self.name, i) for i in range(self.gpus))
+        return tuple(gpu_id(self.name, i) for i in range(self.gpus)
+                     if i not in self.unavailable)
 
 
 def gpu_id(node: str, index: int) -> str:
@@ -149,6 +153,27 @@ class Job:
     # who may read the log: the profiler (running as root) reads only what they could
     owner_uid: int | None = None
     owner_gid: int | None = None
+    # what the resource manager will honour of a placement: only these nodes (partition,
+    # --nodelist, --exclude, --constraint), exactly this many of them with equal GPUs on each
+    # (--nodes with GPUs per node), only these GPU types (--gres=gpu:TYPE:N); None: any
+    allowed_nodes: tuple[str, ...] | None = None
+    nodes: int | None = None
+    gpu_types: tuple[str, ...] | None = None
+
+    def placement_problem(self, gpu_ids: tuple[str, ...], type_of: Mapping[str, str]
+                          ) -> str | None:
+        """Why running on ``gpu_ids`` breaks what the job asked for, or None."""
+        hosts: dict[str, int] = {}
+        for gpu in gpu_ids:
+            hosts[node_of(gpu)] = hosts.get(node_of(gpu), 0) + 1
+        if self.allowed_nodes is not None and not set(hosts) <= set(self.allowed_nodes):
+            return f"nodes {sorted(set(hosts) - set(self.allowed_nodes))} are not allowed"
+        if self.nodes is not None and (len(hosts) != self.nodes or len(set(hosts.values())) > 1):
+            return f"asks {self.nodes} node(s) with equal GPUs, not {dict(hosts)}"
+        if self.gpu_types is not None and any(type_of.get(g) not in self.gpu_types
+                                              for g in gpu_ids):
+            return f"asks GPU type {'/'.join(self.gpu_types)}"
+        return None
 
     @property
     def elastic(self) -> bool:
@@ -159,7 +184,10 @@ class Job:
         return dict(self.batch_rates).get(batch_size)
 
     def rate(self, gpu_type: str, count: int | None = None) -> float:
-        """Iterations/s on ``count`` (default: its gang size) GPUs of ``gpu_type``; 0 if unknown."""
+        """Iterations/s on ``count`` (default: its gang size) GPUs of ``gpu_type``; 0 if unknown
+        or if the job may not run there (it asked for other GPU types)."""
+        if self.gpu_types is not None and gpu_type not in self.gpu_types:
+            return 0.0
         value = self.throughput.rate(gpu_type, self.gpus if count is None else count)
         return 0.0 if value is None else value
 
@@ -192,7 +220,7 @@ class ClusterState:
         return tuple(n for n in self.nodes if n.state is NodeState.UP)
 
     def gpu_count(self, gpu_type: str | None = None) -> int:
-        return sum(n.gpus for n in self.usable_nodes()
+        return sum(n.gpus - len(n.unavailable) for n in self.usable_nodes()
                    if gpu_type is None or n.gpu_type == gpu_type)
 
     def gpu_type_names(self) -> tuple[str, ...]:

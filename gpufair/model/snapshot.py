@@ -165,7 +165,8 @@ def _held(gpus: Iterable[str]) -> tuple[str, ...]:
 # file may say ``3`` for a float field or ``2.0`` for a count (the schema accepts both), and
 # policies should not have to care. Fields not listed are strings (or None) and kept as is.
 _GPU_TYPE_FIELDS: dict[str, Callable[[Any], Any]] = {"memory_gb": _optional(float)}
-_NODE_FIELDS: dict[str, Callable[[Any], Any]] = {"gpus": int, "state": NodeState}
+_NODE_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "gpus": int, "state": NodeState, "unavailable": lambda xs: tuple(int(x) for x in xs)}
 _TENANT_FIELDS: dict[str, Callable[[Any], Any]] = {"weight": float}
 _PROGRESS_FIELDS: dict[str, Callable[[Any], Any]] = {
     "iterations_done": float, "iterations_total": _optional(float),
@@ -177,7 +178,8 @@ _JOB_FIELDS: dict[str, Callable[[Any], Any]] = {
     "finish_s": _optional(float), "progress": _progress, "throughput": _throughput,
     "batch_size": _optional(int), "initial_batch_size": _optional(int),
     "adaptation": Adaptation, "weight": float, "attained_s": float, "restarts": int,
-    "owner_uid": _optional(int), "owner_gid": _optional(int),
+    "owner_uid": _optional(int), "owner_gid": _optional(int), "nodes": _optional(int),
+    "allowed_nodes": _optional(tuple), "gpu_types": _optional(tuple),
     "gpus_held": _held, "samples_per_epoch": _optional(int), "max_batch_size": _optional(int),
     "batch_rates": lambda pairs: tuple((int(b), float(r)) for b, r in pairs),
 }

@@ -144,8 +144,10 @@ class Daemon:
         """Carry out the journalled actions of a round that are not done yet."""
         entries = [e for e in self.store.journal(round_id) if e.status in (PLANNED, APPLYING)]
         done_before = self.store.done_keys([e.key for e in entries if e.key], round_id)
-        if not recovering:
-            grace = self.adapter.warn_preemptions([e.action for e in entries])
+        victims = [e.action for e in entries if e.key not in done_before
+                   and takes_gpus(e.action)]
+        if victims and not recovering:   # only the jobs that will really be stopped now
+            grace = self.adapter.warn_preemptions(victims)
             if grace:
                 self.sleep(grace)
         for entry in entries:

@@ -129,7 +129,8 @@ class Store:
 
     # ---- rounds and the action journal ----------------------------------------------------
     def begin_round(self, policy: str, plan: Mapping[str, Any], actions: list[Action], *,
-                    keys: list[str] | None = None, reason: str = "", dry_run: bool = False,
+                    keys: list[str | None] | None = None, reason: str = "",
+                    dry_run: bool = False,
                     now: float | None = None) -> int:
         now = time.time() if now is None else now
         keys = keys if keys is not None else [None] * len(actions)

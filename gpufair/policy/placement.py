@@ -67,15 +67,24 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     cursor = dict.fromkeys(nodes_of, 0)
     order = sorted(picks, key=lambda p: -p[0].gpus)
     chosen: dict[str, tuple[str, ...]] = {}
+    type_of = state.gpu_type_of()
     for job, gpu_type in order:
         held = job.gpus_held
         if len(held) == job.gpus and all(g in free.get(node_of(g), ()) for g in held) and \
-                all(node_of(g) in nodes_of.get(gpu_type, ()) for g in held):
+                all(node_of(g) in nodes_of.get(gpu_type, ()) for g in held) and \
+                job.placement_problem(held, type_of) is None:
             chosen[job.id] = held
             for g in held:
                 free[node_of(g)].remove(g)
     for job, gpu_type in order:
         if job.id in chosen:
+            continue
+        if job.allowed_nodes is not None or job.nodes is not None:
+            gpus = constrained_layout(job, nodes_of.get(gpu_type, []), free)
+            if gpus:
+                for g in gpus:
+                    free[node_of(g)].remove(g)
+                chosen[job.id] = gpus
             continue
         names = nodes_of.get(gpu_type, [])
         while cursor[gpu_type] < len(names) and not free[names[cursor[gpu_type]]]:
@@ -94,3 +103,25 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
             free[node_of(g)].remove(g)
         chosen[job.id] = tuple(gpus)
     return tuple(Assignment(job.id, chosen[job.id]) for job, _ in picks if job.id in chosen)
+
+
+def constrained_layout(job: Job, names: Sequence[str], free: dict[str, list[str]]
+                 ) -> tuple[str, ...]:
+    """A layout on the job's allowed nodes, on exactly ``job.nodes`` of them with equal GPUs
+    when it asks so (fullest-fitting nodes first, to keep large holes); () if none fits."""
+    allowed = names if job.allowed_nodes is None else \
+        [n for n in names if n in set(job.allowed_nodes)]
+    if job.nodes is None:
+        gpus: list[str] = []
+        for name in sorted(allowed, key=lambda n: len(free[n]) < job.gpus):
+            gpus.extend(free[name][: job.gpus - len(gpus)])
+            if len(gpus) == job.gpus:
+                return tuple(gpus)
+        return ()
+    if job.gpus % job.nodes:
+        return ()
+    per = job.gpus // job.nodes
+    fitting = sorted((n for n in allowed if len(free[n]) >= per), key=lambda n: len(free[n]))
+    if len(fitting) < job.nodes:
+        return ()
+    return tuple(g for name in fitting[: job.nodes] for g in free[name][:per])

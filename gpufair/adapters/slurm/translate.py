@@ -240,6 +240,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
     problems: list[str] = []
     managed = set(managed_partitions)
     nodes, hosts = _nodes(nodes_doc, managed, problems, source)
+    site = _site(nodes_doc, {n.name for n in nodes})
     known = {n.name: n for n in nodes}
     blocked: set[str] = set()
     records = _records(jobs_doc, "jobs")
@@ -249,6 +250,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
         blocked.update(known)
         records = []
 
+    site = replace(site, job_states=_job_states(records))
     parsed: list[_Parsed] = []
     for i, raw in sorted(enumerate(records), key=lambda item: _submission_order(item[1])):
         where = _where(source, raw, i)
@@ -257,6 +259,12 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
             if result is None:
                 continue
             _check_held(*result, known)
+            try:
+                result = (_constrain(result[0], raw, site), result[1])
+            except Unmodelled as why:   # not broken: just not for the policy to place
+                if not str(why).startswith("waits for a dependency"):
+                    problems.append(f"{where}: not scheduled by gpufair: {why}")
+                continue
         except Exception as exc:  # one record must never stop a round
             held = _nodes_of_raw(raw)
             if held is None:   # it may hold GPUs anywhere: nothing may look free
@@ -284,13 +292,161 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
                             f"({', '.join(info.nodes)}); its GPUs there stay blocked")
         jobs.append(job)
         infos[job.id] = info
-    nodes = block_nodes(nodes, blocked)
+    nodes = _foreign_gpus(block_nodes(nodes, blocked), jobs, site, problems, source)
     tenants = sorted({j.tenant for j in jobs})
     types = sorted({n.gpu_type for n in nodes})
     state = ClusterState(time_s=now, nodes=tuple(nodes), jobs=tuple(jobs),
                          tenants=tuple(Tenant(t) for t in tenants),
                          gpu_types=tuple(GpuType(t) for t in types))
     return SlurmView(state, infos, tuple(problems), tuple(settling))
+
+
+@dataclass(frozen=True)
+class _Site:
+    """What sinfo says beyond the model: node features, partitions, GPUs in use."""
+
+    features: Mapping[str, frozenset[str]]
+    partitions: Mapping[str, frozenset[str]]    # partition → its GPU nodes
+    used: Mapping[str, tuple[int, ...]]         # node → GPU indices in use by anybody
+    job_states: Mapping[str, str] = field(default_factory=dict)   # for dependencies
+
+
+def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
+    features: dict[str, frozenset[str]] = {}
+    partitions: dict[str, set[str]] = {}
+    used: dict[str, tuple[int, ...]] = {}
+    for raw in _records(doc, "nodes") or ():
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+            continue
+        name = clean_text(raw["name"])
+        if name not in names:
+            continue
+        text = raw.get("active_features") or raw.get("features") or ""
+        features[name] = frozenset(f for f in str(text).split(",") if f)
+        for part in raw.get("partitions") or ():
+            if isinstance(part, str):
+                partitions.setdefault(part, set()).add(name)
+        try:
+            used[name] = tuple(i for e in parse_gpu_entries(_text(raw, "gres_used"))
+                               for i in (e.indices or ()))
+        except (ValueError, TypeError):
+            used[name] = ()
+    return _Site(features, {p: frozenset(n) for p, n in partitions.items()}, used)
+
+
+def _job_states(records: Sequence[Any]) -> dict[str, str]:
+    """Job id → Slurm state, of every record that has both (for dependencies)."""
+    states = {}
+    for raw in records:
+        if isinstance(raw, Mapping) and isinstance(raw.get("job_id"), int) \
+                and isinstance(raw.get("job_state"), str):
+            states[str(raw["job_id"])] = raw["job_state"].upper()
+    return states
+
+
+def _foreign_gpus(nodes: Sequence[Node], jobs: Sequence[Job], site: _Site,
+                  problems: list[str], source: str) -> list[Node]:
+    """GPUs Slurm shows in use that no job of the state holds belong to what gpufair does
+    not schedule (jobs of other partitions, jobs it cannot see): never offered."""
+    held: dict[str, set[int]] = {}
+    for job in jobs:
+        for gpu in job.gpus_held:
+            name, _, index = gpu.rpartition(":")
+            held.setdefault(name, set()).add(int(index))
+    out = []
+    for node in nodes:
+        if node.state is not NodeState.UP:   # not offered anyway
+            out.append(node)
+            continue
+        foreign = tuple(sorted(set(site.used.get(node.name, ())) - held.get(node.name, set())))
+        foreign = tuple(i for i in foreign if i < node.gpus)
+        if foreign:
+            problems.append(f"{source}: node {node.name}: GPUs {list(foreign)} used by jobs "
+                            "gpufair does not schedule; not offered")
+            node = replace(node, unavailable=foreign)
+        out.append(node)
+    return out
+
+
+#: a --constraint gpufair can model: features joined by & or , (all of them)
+_SIMPLE_FEATURES = re.compile(r"^[A-Za-z0-9_.\-]+([&,][A-Za-z0-9_.\-]+)*$")
+
+
+class Unmodelled(ValueError):
+    """The job asks something of its placement gpufair cannot express; it is left alone."""
+
+
+def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:
+    """What Slurm will honour of a placement, as the model's constraints on the job."""
+    if job.state is not JobState.PENDING:
+        return job
+    dependency = _text(raw, "dependency")
+    if dependency not in ("", "(null)") and not dependency_met(dependency, site.job_states):
+        raise Unmodelled(f"waits for a dependency ({_show(dependency)})")
+    allowed: set[str] | None = None
+    parts = [p for p in _text(raw, "partition").split(",") if p in site.partitions]
+    if parts:
+        allowed = set().union(*(site.partitions[p] for p in parts))
+    wanted = _text(raw, "features")
+    if wanted:
+        if not _SIMPLE_FEATURES.match(wanted):
+            raise Unmodelled(f"--constraint {_show(wanted)} is more than a list of features")
+        need = set(re.split(r"[&,]", wanted))
+        having = {n for n, f in site.features.items() if need <= f}
+        allowed = having if allowed is None else allowed & having
+    excluded = set(_hostlist(raw, "excluded_nodes"))
+    if excluded:
+        allowed = (set(site.features) if allowed is None else allowed) - excluded
+    asked = _user_nodelist(raw)
+    nodes = job.nodes
+    if asked:
+        allowed = set(asked) if allowed is None else allowed & set(asked)
+        nodes = len(asked)
+    per_node = parse_gpu_entries(_text(raw, "tres_per_node"))
+    if per_node:
+        nodes = _int(raw, "node_count") or 1
+    typed = per_node[0].gpu_type if per_node else None
+    if typed is None:
+        per_job = parse_gpu_entries(_text(raw, "tres_per_job"))
+        typed = per_job[0].gpu_type if per_job else None
+    return replace(job, allowed_nodes=None if allowed is None else tuple(sorted(allowed)),
+                   nodes=nodes, gpu_types=(typed,) if typed else None)
+
+
+_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+          "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
+_STARTED = _ENDED | {"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "STOPPED"}
+_MET = {"after": _STARTED, "afterany": _ENDED, "afterok": {"COMPLETED"},
+        "afternotok": _ENDED - {"COMPLETED"}}
+
+
+def dependency_met(text: str, states: Mapping[str, str]) -> bool:
+    """Whether Slurm's dependency string (``afterok:12(unfulfilled),afterany:13``; ``?``
+    for "any of") is met by the jobs' states. Slurm does not re-evaluate the dependencies of
+    a *held* job, and gpufair holds every job it manages, so it reads them itself. A kind it
+    does not know (singleton, aftercorr, burst buffers) or a job it cannot see counts as not
+    met: the job waits rather than starting too early."""
+    any_of = "?" in text
+    results = []
+    for item in re.split(r"[,?]", text):
+        item = re.sub(r"\(.*?\)$", "", item.strip())
+        kind, _, ids = item.partition(":")
+        allowed = _MET.get(kind)
+        if allowed is None or not ids:
+            results.append(False)
+            continue
+        results.append(all(states.get(j.split("+")[0].split("_")[0]) in allowed
+                           for j in ids.split(":")))
+    return any(results) if any_of else all(results)
+
+
+def _user_nodelist(raw: Mapping[str, Any]) -> tuple[str, ...]:
+    """The user's own --nodelist, as job_submit.lua recorded it at submission (gpufair itself
+    rewrites the job's required nodes when it pins it, so those are not the user's)."""
+    for word in _text(raw, "admin_comment").split():
+        if word.startswith("nodelist="):
+            return tuple(expand_hostlist(word.removeprefix("nodelist=")))
+    return ()
 
 
 def block_nodes(nodes: Sequence[Node], blocked: set[str]) -> list[Node]:
@@ -438,7 +594,8 @@ def _node_state(raw: Mapping[str, Any], where: str, problems: list[str]) -> Node
     base = _state_name(raw.get("state")).lower()
     if base in ("down", "unknown", "future") or "NOT_RESPONDING" in upper:
         return NodeState.DOWN
-    if upper & {"DRAIN", "DRAINING", "DRAINED", "FAIL", "MAINTENANCE", "REBOOT_REQUESTED"} or \
+    if upper & {"DRAIN", "DRAINING", "DRAINED", "FAIL", "MAINTENANCE", "REBOOT_REQUESTED",
+                 "RESERVED"} or \
             base in ("drain", "drained", "draining", "fail", "error"):
         return NodeState.DRAIN
     if base not in ("idle", "mixed", "allocated", "completing", "planned", "reserved"):

@@ -44,6 +44,7 @@ from typing import Any
 
 from gpufair.model import Assignment, ClusterState, Job, Plan
 from gpufair.policy.base import PolicyBase, PolicyConfig
+from gpufair.policy.placement import constrained_layout
 from gpufair.policy.themis.agent import Agent, AppView, Offer, Pool, launch_order
 from gpufair.policy.themis.auction import (
     ROUNDING_MODES,
@@ -316,24 +317,33 @@ class _FreePool:
         """A whole gang on one GPU type: its previous GPUs if all free (a renewal without
         restart), else one machine that fits (best fit), else the fullest machines."""
         machines = self._machines(job, within)
-        if previous and all(g in self.free.get(self.offer.topology.machine_of.get(g, ""), ())
-                            for g in previous) and \
-                {self.offer.topology.machine_of[g] for g in previous} <= set(machines):
+        if job.allowed_nodes is not None:
+            machines = [m for m in machines if m in set(job.allowed_nodes)]
+        topo = self.offer.topology
+        kinds = {g: topo.type_of.get(topo.machine_of.get(g, ""), "") for g in previous}
+        if previous and job.placement_problem(tuple(previous), kinds) is None and \
+                all(g in self.free.get(topo.machine_of.get(g, ""), ()) for g in previous) and \
+                {topo.machine_of[g] for g in previous} <= set(machines):
             for g in previous:
                 self.free[self.offer.topology.machine_of[g]].remove(g)
             return tuple(previous)
-        topo = self.offer.topology
         by_type: dict[str, list[str]] = {}
         for m in machines:
             by_type.setdefault(topo.type_of[m], []).append(m)
         best: tuple[float, str] | None = None
         for gpu_type, ms in by_type.items():
-            if sum(len(self.free[m]) for m in ms) >= job.gpus and \
+            if sum(len(self.free[m]) for m in ms) >= job.gpus and job.rate(gpu_type) > 0 and \
+                    (job.gpu_types is None or gpu_type in job.gpu_types) and \
                     (best is None or job.rate(gpu_type) > best[0]):
                 best = (job.rate(gpu_type), gpu_type)
         if best is None:
             return ()
         ms = by_type[best[1]]
+        if job.nodes is not None:   # exactly that many machines, equal GPUs on each
+            gpus = constrained_layout(job, ms, self.free)
+            for g in gpus:
+                self.free[topo.machine_of[g]].remove(g)
+            return gpus
         fits = [m for m in ms if len(self.free[m]) >= job.gpus]
         if fits:
             chosen = [min(fits, key=lambda m: len(self.free[m]))]
