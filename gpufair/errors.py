@@ -32,3 +32,20 @@ class InputError(ValueError):
 class RefusedToStart(RuntimeError):
     """A service will not start because it would be unsafe (e.g. a second daemon on one
     store). Not bad input: the command exits 1, not 2."""
+
+
+def json_kind(value: object) -> str:
+    """What a value read from JSON is, in the words an error message uses."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict) or hasattr(value, "keys"):
+        return "an object"
+    return type(value).__name__

@@ -33,7 +33,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
 
-from gpufair.errors import InputError
+from gpufair.errors import InputError, json_kind
 from gpufair.model.records import (
     Adaptation,
     ClusterState,
@@ -324,7 +324,7 @@ def _validator() -> Draft202012Validator:
 
 def _problems(data: Any) -> list[_Problem]:
     if not isinstance(data, dict):
-        return [_Problem((), None, f"a snapshot must be a JSON object, not {_json_type(data)}")]
+        return [_Problem((), None, f"a snapshot must be a JSON object, not {json_kind(data)}")]
     # Format and version first: a different document (or a future version) would otherwise
     # drown the one useful message in schema errors about fields it does not know.
     fmt = data.get("format", FORMAT)
@@ -374,7 +374,7 @@ def _from_schema_error(err: ValidationError) -> Iterator[_Problem]:
             yield _Problem((*path, key), value[key], f"unknown field; {hint}")
     elif kind == "type":
         names = [expected] if isinstance(expected, str) else list(expected)
-        got = f", got {_json_type(value)}" if value is None or isinstance(value, bool) else ""
+        got = f", got {json_kind(value)}" if value is None or isinstance(value, bool) else ""
         yield _Problem(path, value,
                        f"must be {' or '.join(_TYPE_NAMES.get(n, n) for n in names)}{got}")
     elif kind in _COMPARISONS:
@@ -396,20 +396,6 @@ def _from_schema_error(err: ValidationError) -> Iterator[_Problem]:
 
 _COMPARISONS = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=",
                 "exclusiveMaximum": "<"}
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
 
 
 def _semantic_problems(data: Mapping[str, Any]) -> list[_Problem]:

@@ -29,6 +29,7 @@ from typing import Any
 
 from gpufair.adapters.slurm.gres import parse_gpu_entries
 from gpufair.adapters.slurm.hostlist import expand_hostlist
+from gpufair.errors import json_kind
 from gpufair.model import ClusterState, GpuType, Job, JobState, Node, NodeState, Tenant, gpu_id
 
 #: Slurm job states → model states; None: holds resources but is in transition (see below).
@@ -114,7 +115,7 @@ def _as_number(value: Any, key: str, lo: float, hi: float, *, integral: bool = F
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise Malformed(f"field {key!r} is {_kind(value)}, not a number: {_show(value)}")
+        raise Malformed(f"field {key!r} is {json_kind(value)}, not a number: {_show(value)}")
     if isinstance(value, int) and not lo <= value <= hi:   # before float(): no OverflowError
         raise Malformed(f"field {key!r} out of range: {_show(value)}")
     number = float(value)
@@ -141,7 +142,7 @@ def _text(raw: Mapping[str, Any], key: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise Malformed(f"field {key!r} is {_kind(value)}, not text: {_show(value)}")
+        raise Malformed(f"field {key!r} is {json_kind(value)}, not text: {_show(value)}")
     return clean_text(value)
 
 
@@ -156,7 +157,7 @@ def _state_name(value: Any, key: str = "state") -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise Malformed(f"field {key!r} is {_kind(value)}, not a state name: {_show(value)}")
+        raise Malformed(f"field {key!r} is {json_kind(value)}, not a state name: {_show(value)}")
     return value.upper()
 
 
@@ -178,22 +179,6 @@ def _hostlist(raw: Mapping[str, Any], key: str) -> tuple[str, ...]:
     return tuple(expand_hostlist(_bounded(text, f"host list {key!r}"))) if text else ()
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__
-
-
 def _show(value: Any, limit: int = 60) -> str:
     """A short printable form of any value for a problem message (never raises)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
@@ -202,7 +187,7 @@ def _show(value: Any, limit: int = 60) -> str:
         text = repr(clean_text(value[:limit]))
         return text + ("…" if len(value) > limit else "")
     if isinstance(value, (Mapping, list, tuple)):
-        return f"<{_kind(value)} of {len(value)}>"
+        return f"<{json_kind(value)} of {len(value)}>"
     try:
         text = repr(value)
     except Exception:  # any value at all must be describable
@@ -539,9 +524,9 @@ def _nodes(doc: Mapping[str, Any], managed: set[str], problems: list[str], sourc
     for i, raw in enumerate(records):
         name = raw.get("name") if isinstance(raw, Mapping) else None
         if not isinstance(name, str) or not name:
-            what = (f"the record is {_kind(raw)}, not an object"
+            what = (f"the record is {json_kind(raw)}, not an object"
                     if not isinstance(raw, Mapping) else "missing field 'name'" if not name
-                    else f"field 'name' is {_kind(name)}, not text: {_show(name)}")
+                    else f"field 'name' is {json_kind(name)}, not text: {_show(name)}")
             problems.append(f"{source}: node #{i}: skipped: {what}")
             continue
         name = clean_text(name)
@@ -607,7 +592,7 @@ def _node_state(raw: Mapping[str, Any], where: str, problems: list[str]) -> Node
 def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
          ) -> tuple[Job, SlurmJobInfo] | None:
     if not isinstance(raw, Mapping):
-        raise Malformed(f"the record is {_kind(raw)}, not an object")
+        raise Malformed(f"the record is {json_kind(raw)}, not an object")
     if "job_id" not in raw:
         raise KeyError("job_id")
     job_id = _job_id(raw["job_id"])
