@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytest
+from fixed_policy import FixedPlan
 
 from gpufair.adapters.base import Effect, Unavailable
 from gpufair.adapters.recording import RecordingAdapter
@@ -242,18 +243,6 @@ def test_rank_ties_go_to_the_numerically_lower_job_id():
 
 
 # ---- the round -----------------------------------------------------------------------------
-class _Fixed:
-    """A policy whose plan is given."""
-
-    name = "fixed"
-
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-
-    def schedule(self, state: ClusterState, now: float) -> Plan:
-        return self.plan
-
-
 class _Scripted:
     """A policy whose plans are given, one per round."""
 
@@ -274,12 +263,12 @@ def test_round_applies_min_runtime_before_the_cap():
                                                    running("old", 1, start=0.0)))
     rules = config_from_dict({"daemon": {"min_runtime_s": 60, "max_preempt_share": 0.25}}
                              ).daemon.rules()
-    result = Round(_Fixed(Plan()), rules).run(state)
+    result = Round(FixedPlan(Plan()), rules).run(state)
     assert result.actions == [Preempt("old")]
     assert [(d.action, d.reason) for d in result.deferred] == [
         (Preempt("young"), "started less than 60 s ago")]
     both_old = state.with_jobs((running("a", 0), running("b", 1)))
-    result = Round(_Fixed(Plan()), rules).run(both_old)
+    result = Round(FixedPlan(Plan()), rules).run(both_old)
     assert result.actions == [Preempt("a")]
     assert [d.action for d in result.deferred] == [Preempt("b")]
 
@@ -289,7 +278,7 @@ def test_round_reports_what_every_guard_held_back():
     nodes = (*NODES[:3], Node("n3", "v100", 4, state=NodeState.DRAIN))
     state = ClusterState(100.0, nodes=nodes, jobs=(running("drained", 3),
                                                    running("young", 0, start=90.0)))
-    result = Round(_Fixed(Plan()), RoundRules(min_runtime_s=60)).run(state)
+    result = Round(FixedPlan(Plan()), RoundRules(min_runtime_s=60)).run(state)
     assert result.actions == []
     assert sorted(d.action.job_id for d in result.deferred) == ["drained", "young"]
 
@@ -301,7 +290,7 @@ def test_round_preemptions_carry_the_rules_mode_and_grace():
     assert (rules.grace_s, rules.min_runtime_s, rules.preempt_mode) == (30.0, 5.0,
                                                                         PreemptMode.SUSPEND)
     state = ClusterState(100.0, nodes=NODES, jobs=(running("a", 0),))
-    assert Round(_Fixed(Plan()), rules).run(state).actions == [
+    assert Round(FixedPlan(Plan()), rules).run(state).actions == [
         Preempt("a", PreemptMode.SUSPEND, 30.0)]
 
 
@@ -311,15 +300,15 @@ def test_a_fill_only_round_neither_preempts_nor_moves():
                                                  Job("y")))
     plan = Plan(assignments=(Assignment("b", gpus(2)), Assignment("x", ("n0:0",)),
                              Assignment("y", ("n3:0",))))
-    assert Round(_Fixed(plan)).run(state, preemptive=False).actions == [Start("y", ("n3:0",))]
-    assert Round(_Fixed(plan)).run(state).actions == [
+    assert Round(FixedPlan(plan)).run(state, preemptive=False).actions == [Start("y", ("n3:0",))]
+    assert Round(FixedPlan(plan)).run(state).actions == [
         Preempt("a"), Migrate("b", gpus(2)), Start("x", ("n0:0",)), Start("y", ("n3:0",))]
 
 
 def test_the_first_round_writes_history_rows():
     """An empty history (the store's first round) is merged too, so rows are written (R12)."""
     state = ClusterState(50.0, nodes=NODES, jobs=(Job("p", arrival_s=20.0), running("r", 0)))
-    result = Round(_Fixed(Plan())).run(state, history={})
+    result = Round(FixedPlan(Plan())).run(state, history={})
     assert [(r["job_id"], r["first_seen"], r["waiting_s"]) for r in result.history] == [
         ("p", 50.0, 30.0), ("r", 50.0, 0.0)]
 
@@ -506,7 +495,7 @@ def test_an_action_is_journalled_as_applying_before_it_is_sent():
     action (D09)."""
     cluster = _Cluster(_two_jobs())
     store = cluster.store = Store(":memory:")
-    _daemon(cluster, _Fixed(Plan(assignments=(Assignment("x", gpus(0)),))), store).run_round()
+    _daemon(cluster, FixedPlan(Plan(assignments=(Assignment("x", gpus(0)),))), store).run_round()
     assert [(e[1], e[2]) for e in cluster.log if e[0] == "apply"] == [
         (Preempt("a"), [APPLYING]), (Start("x", gpus(0)), [APPLYING])]
 
@@ -515,7 +504,7 @@ def test_the_daemon_waits_the_grace_then_acts_with_pauses():
     """Warn, sleep the grace, then each action followed by action_interval_s (D05, D14)."""
     cluster = _Cluster(_two_jobs(), grace=30.0)
     sleeps: list[float] = []
-    _daemon(cluster, _Fixed(Plan(assignments=(Assignment("x", gpus(0)),))), Store(":memory:"),
+    _daemon(cluster, FixedPlan(Plan(assignments=(Assignment("x", gpus(0)),))), Store(":memory:"),
             settings=ServiceSettings(action_interval_s=2.0), sleeps=sleeps).run_round()
     assert cluster.log[0] == ("warn", ("a",))
     assert sleeps == [30.0, 2.0, 2.0]
@@ -535,7 +524,7 @@ def test_recovery_checks_each_action_and_does_not_warn_again():
     cluster = _Cluster(_two_jobs(), effects={"a": Effect.IN_EFFECT, "b": Effect.JOB_GONE},
                        grace=30.0)
     sleeps: list[float] = []
-    _daemon(cluster, _Fixed(Plan()), store, sleeps=sleeps).recover()
+    _daemon(cluster, FixedPlan(Plan()), store, sleeps=sleeps).recover()
     assert [(e.status, e.detail) for e in store.journal(round_id)] == [
         (DONE, "already in effect (recovered)"), (SKIPPED, "job no longer active"),
         (DONE, "ok")]
@@ -549,7 +538,7 @@ def test_recovery_stops_when_the_check_gets_no_answer():
     store = Store(":memory:")
     round_id = _crashed_round(store, [Preempt("a"), Start("x", gpus(0))])
     cluster = _Cluster(_two_jobs(), effects={"a": "down"})
-    _daemon(cluster, _Fixed(Plan()), store).recover()
+    _daemon(cluster, FixedPlan(Plan()), store).recover()
     assert [e.status for e in store.journal(round_id)] == [SKIPPED, SKIPPED]
     assert all("unavailable" in e.detail for e in store.journal(round_id))
     assert cluster.sent() == []
@@ -558,14 +547,14 @@ def test_recovery_stops_when_the_check_gets_no_answer():
 def test_a_fill_only_daemon_round_does_not_preempt():
     """run_round(preemptive=False) passes the flag to the round (D08)."""
     cluster = _Cluster(_two_jobs())
-    _daemon(cluster, _Fixed(Plan(assignments=(Assignment("x", gpus(1)),))),
+    _daemon(cluster, FixedPlan(Plan(assignments=(Assignment("x", gpus(1)),))),
             Store(":memory:")).run_round(preemptive=False)
     assert cluster.sent() == [Start("x", gpus(1))]
 
 
 def test_a_dry_run_does_not_persist_policy_state():
     """Only a real round saves the policy's state (D07)."""
-    class Remembering(_Fixed):
+    class Remembering(FixedPlan):
         def state_dict(self) -> dict:
             return {"seen": 1}
 
@@ -584,7 +573,7 @@ def test_a_refused_action_is_tried_again_next_round():
     """Only 'done' counts as done for the same incarnation: a refusal is retried (ST02)."""
     cluster = _Cluster(_two_jobs(), refuse=("x",))
     store = Store(":memory:")
-    daemon = _daemon(cluster, _Fixed(Plan(assignments=(Assignment("a", gpus(0)),
+    daemon = _daemon(cluster, FixedPlan(Plan(assignments=(Assignment("a", gpus(0)),
                                                        Assignment("x", gpus(1))))), store)
     first = store.journal(daemon.run_round())
     assert [e.status for e in first] == [FAILED]
@@ -598,7 +587,7 @@ def test_a_requeued_job_is_started_again_on_the_same_gpus():
     """A Start done for restarts=0 does not stand for restarts=1 (R03)."""
     cluster = _Cluster(ClusterState(0.0, nodes=NODES, jobs=(Job("x"),)))
     store = Store(":memory:")
-    daemon = _daemon(cluster, _Fixed(Plan(assignments=(Assignment("x", ("n0:0",)),))), store)
+    daemon = _daemon(cluster, FixedPlan(Plan(assignments=(Assignment("x", ("n0:0",)),))), store)
     daemon.run_round()
     cluster.state = ClusterState(60.0, nodes=NODES, jobs=(Job("x", restarts=1),))
     assert [e.status for e in store.journal(daemon.run_round())] == [DONE]
@@ -749,7 +738,7 @@ def test_a_preemption_skipped_as_done_is_not_warned_again():
     skipped, so neither the checkpoint signal nor the grace wait may be repeated."""
     cluster = _Cluster(_two_jobs(), grace=30.0)
     sleeps: list[float] = []
-    daemon = _daemon(cluster, _Fixed(Plan(assignments=(Assignment("x", gpus(1)),))),
+    daemon = _daemon(cluster, FixedPlan(Plan(assignments=(Assignment("x", gpus(1)),))),
                      Store(":memory:"), rules=RoundRules(grace_s=30.0), sleeps=sleeps)
     daemon.run_round()
     daemon.run_round()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from fixed_policy import FixedPlan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -132,23 +133,11 @@ def test_min_runtime_protects_young_jobs_and_the_gpus_they_hold():
     assert min_runtime(40)(state, actions)[1] == []
 
 
-class _Fixed:
-    """A policy whose plan is given."""
-
-    name = "fixed"
-
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-
-    def schedule(self, state: ClusterState, now: float) -> Plan:
-        return self.plan
-
-
 def test_soft_mode_ranks_pending_jobs_only():
     state = ClusterState(0.0, nodes=NODES, jobs=(Job("3"), Job("10"), running("r", 0)))
     plan = Plan(assignments=(Assignment("10", ("n1:0",)),),
                 priorities={"3": 1.0, "10": 2.0, "r": 5.0})
-    result = Round(_Fixed(plan), RoundRules(mode="soft")).run(state)
+    result = Round(FixedPlan(plan), RoundRules(mode="soft")).run(state)
     assert result.actions == [SetPriority("10", 1_000_000.0), SetPriority("3", 999_999.0)]
 
 
@@ -190,7 +179,7 @@ def test_an_unreachable_resource_manager_drops_the_rest_of_the_round(tmp_path):
     state, plan = _swap_state()
     adapter = _Scripted(state, ["ok", "timeout"])
     store = Store(tmp_path / "s.db")
-    daemon = Daemon(adapter, Round(_Fixed(plan), enrichers=[with_default_profiles]), store,
+    daemon = Daemon(adapter, Round(FixedPlan(plan), enrichers=[with_default_profiles]), store,
                     ServiceSettings(), sleep=lambda s: None)
     round_id = daemon.run_round()
     entries = store.journal(round_id)
@@ -204,7 +193,7 @@ def test_a_refused_action_fails_alone(tmp_path):
     state, plan = _swap_state()
     adapter = _Scripted(state, ["Invalid job id"])
     store = Store(tmp_path / "s.db")
-    daemon = Daemon(adapter, Round(_Fixed(plan)), store, ServiceSettings(),
+    daemon = Daemon(adapter, Round(FixedPlan(plan)), store, ServiceSettings(),
                     sleep=lambda s: None)
     entries = store.journal(daemon.run_round())
     assert [e.status for e in entries] == ["failed", DONE, DONE, DONE]
@@ -216,7 +205,7 @@ def test_an_action_done_for_this_incarnation_is_not_repeated(tmp_path):
     state, plan = _swap_state()
     adapter = _Scripted(state, [])
     store = Store(tmp_path / "s.db")
-    daemon = Daemon(adapter, Round(_Fixed(plan)), store, ServiceSettings(),
+    daemon = Daemon(adapter, Round(FixedPlan(plan)), store, ServiceSettings(),
                     sleep=lambda s: None)
     daemon.run_round()
     sent = len(adapter.recorded)
@@ -239,7 +228,7 @@ def test_a_moved_job_gets_the_same_checkpoint_warning_as_a_preempted_one():
     plan = Plan(assignments=(Assignment("a", tuple(f"n2:{g}" for g in range(4))),
                              Assignment("b", ("n1:0", "n1:1"))))
     rules = RoundRules(grace_s=30.0)
-    actions = Round(_Fixed(plan), rules).run(state).actions
+    actions = Round(FixedPlan(plan), rules).run(state).actions
     assert actions == [Migrate("a", tuple(f"n2:{g}" for g in range(4)), 30.0),
                        Resize("b", ("n1:0", "n1:1"), 30.0)]
     recorder = RecordingAdapter(state)
