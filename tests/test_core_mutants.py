@@ -475,6 +475,10 @@ class _Cluster:
     def status(self) -> dict[str, float]:
         return {}
 
+
+    def reconcile(self) -> list:
+        return []
+
     def sent(self) -> list:
         return [entry[1] for entry in self.log if entry[0] == "apply"]
 

@@ -186,7 +186,7 @@ def test_no_stray_metric_names():
     assert names == {"gpufair_rounds", "gpufair_round_seconds",
                      "gpufair_last_round_timestamp_seconds", "gpufair_actions",
                      "gpufair_preemptions_capped", "gpufair_tenant_gpus", "gpufair_job_rho",
-                     "gpufair_adapter_status"}
+                     "gpufair_adapter_status", "gpufair_bypasses"}
 
 
 def test_adapter_status_is_exported():

@@ -65,6 +65,12 @@ class ResourceManager(Adapter, Protocol):
         """Whether ``action`` already shows, read fresh from the resource manager."""
         ...
 
+    def reconcile(self) -> list[str]:
+        """Re-assert what the resource manager drifted from outside gpufair (a job requeued
+        by its owner that would start again where nobody planned it); return what was
+        re-asserted, for the log and the metrics. Called before each round's snapshot."""
+        ...
+
     def status(self) -> Mapping[str, float]:
         """The adapter's own health in numbers (credentials' expiry, renewals, ...), for
         the daemon's metrics; empty when there is nothing to say."""

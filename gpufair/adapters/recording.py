@@ -45,5 +45,8 @@ class RecordingAdapter:
     def status(self) -> dict[str, float]:
         return {}
 
+    def reconcile(self) -> list[str]:
+        return []   # a dry run re-asserts nothing
+
     def check(self, action: Action) -> Effect:
         return Effect.IN_EFFECT if action in self.recorded else Effect.NOT_YET

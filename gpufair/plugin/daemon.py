@@ -76,6 +76,11 @@ class Daemon:
         started = time.perf_counter()
         name = self.policy.name
         try:
+            if not self.settings.dry_run:
+                for job_id in self.adapter.reconcile():
+                    self.metrics.count_bypass()
+                    log.warning("job %s was requeued outside gpufair: held again", job_id,
+                                extra={"fields": {"event": "bypass", "job": job_id}})
             raw = self.adapter.snapshot()
         except Unavailable as exc:
             self.store.skip_round(name, f"resource manager unavailable: {exc}")

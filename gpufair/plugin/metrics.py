@@ -76,6 +76,9 @@ class Metrics:
                               "reports of its own health (e.g. slurm_token_expires_at, "
                               "slurm_token_renewals, slurm_token_failures).", ["key"],
                               registry=self.registry)
+        self._bypasses = Counter("gpufair_bypasses_total", "Jobs found requeued or started "
+                                 "outside gpufair and brought back under its control.",
+                                 registry=self.registry)
         self._allocation = _Allocation()
         self.registry.register(self._allocation)
 
@@ -103,6 +106,9 @@ class Metrics:
         """Replace the previous round's values: tenants and jobs now absent stop being exported,
         rather than lingering at their last value as if they still held GPUs."""
         self._allocation.snapshot = (dict(tenant_gpus), dict(job_rho))
+
+    def count_bypass(self) -> None:
+        self._bypasses.inc()
 
     def set_adapter_status(self, status: Mapping[str, float]) -> None:
         for key, value in status.items():

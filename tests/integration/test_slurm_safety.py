@@ -166,3 +166,25 @@ def test_a_migration_restarts_the_job_on_the_planned_nodes(cluster: Cluster, tmp
 
 def test_train_job_script_is_there():
     assert TRAIN_JOB.exists()
+
+
+def test_a_job_its_owner_requeues_is_held_again_not_run_outside_the_plan(cluster: Cluster,
+                                                                        user, home):
+    """`scontrol requeue` of one's own running job is allowed by Slurm; the job would wait its
+    begin time, then start wherever Slurm likes. The daemon's next round holds it again, and
+    it starts only where a plan puts it."""
+    job_id = as_user(cluster, user, "sbatch", "--parsable", "-N1", "--gres=gpu:1", "-o",
+                     str(home / "o.%j"), "--wrap", "sleep 600").stdout.strip()
+    slurm = adapter(cluster)
+    slurm.snapshot()
+    assert slurm.apply_one(Start(job_id, ("gpu-v100-1:0",))).ok
+    cluster.wait_for("running", lambda: cluster.jobs()[job_id]["job_state"] == "RUNNING", 60)
+    assert as_user(cluster, user, "scontrol", "requeue", job_id).returncode == 0
+    cluster.wait_for("requeued", lambda: cluster.jobs()[job_id]["job_state"] == "PENDING", 60)
+    job = cluster.jobs()[job_id]
+    assert job["priority"] > 0 and job["state_reason"] == "BeginTime"   # Slurm would run it
+    assert slurm.reconcile() == [job_id]
+    job = cluster.jobs()[job_id]
+    assert job["priority"] == 0 and job["job_state"] == "PENDING"
+    assert as_user(cluster, user, "scontrol", "release", job_id).returncode != 0
+    assert slurm.reconcile() == []      # nothing more to re-assert

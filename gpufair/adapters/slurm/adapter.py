@@ -176,6 +176,30 @@ class SlurmAdapter:
             state = replace(state, nodes=tuple(block_nodes(state.nodes, starting)))
         return state
 
+    def reconcile(self) -> list[str]:
+        """Hold again the managed jobs that are pending unheld because somebody else requeued
+        them (their owner's ``scontrol requeue``, or Slurm after a node failure): they wait for
+        their begin time, then Slurm would start them wherever it likes. gpufair's own starts
+        never leave a job waiting on BeginTime (verify-released sets it to now)."""
+        if not self.hard:
+            return []
+        try:
+            view = self.view()
+        except SlurmUnavailable:
+            return []
+        held = []
+        for job in view.state.jobs:
+            info = view.jobs[job.id]
+            if job.state is JobState.PENDING and info.managed and not info.held \
+                    and info.reason == "BeginTime" and job.restarts > 0:
+                result = self.transport.control("hold", job.id)
+                if result.ok:
+                    held.append(job.id)
+                else:
+                    log.warning("job %s requeued outside gpufair, not held again: %s",
+                                job.id, result.detail)
+        return held
+
     # ---- write side -----------------------------------------------------------------------
     def warn_preemptions(self, actions: Sequence[Action]) -> float:
         """Send the checkpoint signal to the jobs a round will stop that asked for it; return
