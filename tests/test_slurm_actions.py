@@ -219,3 +219,25 @@ def test_a_migrating_job_that_opted_in_is_warned_before_it_restarts():
     adapter.snapshot()
     assert adapter.warn_preemptions([Migrate("1", ("gpu-k80-2:0",), 20.0)]) == 20.0
     assert transport.calls == [("signal", "1", {"signal": "USR1"})]
+
+
+def test_an_action_on_a_job_that_changed_is_stale_not_failed(tmp_path):
+    """The daemon journals it as skipped: nothing went wrong, the next round plans again."""
+    from fixed_policy import FixedPlan
+
+    from gpufair.core.round import Round
+    from gpufair.model import Plan
+    from gpufair.plugin.daemon import Daemon, ServiceSettings
+    from gpufair.plugin.store import SKIPPED, Store
+    transport = FakeTransport()
+    adapter = SlurmAdapter(transport, SlurmSettings(), sleep=lambda s: None)
+    store = Store(tmp_path / "s.db")
+    daemon = Daemon(adapter, Round(FixedPlan(Plan())), store, ServiceSettings(),
+                    sleep=lambda s: None)
+    adapter.snapshot()
+    job = next(j for j in transport.jobs["jobs"] if str(j["job_id"]) == "1")
+    round_id = store.begin_round("fixed", {}, [Preempt("1")], keys=["k"])
+    job["job_state"] = "COMPLETED"                     # it finished after the snapshot
+    daemon.apply_round(round_id)
+    [entry] = store.journal(round_id)
+    assert entry.status == SKIPPED and "COMPLETED, not RUNNING" in entry.detail

@@ -320,9 +320,12 @@ Action = Start | Resume | Preempt | Resize | Migrate | SetPriority
 @dataclass(frozen=True, slots=True)
 class ActionResult:
     """``retry``: the resource manager could not be reached (try again later), as opposed to
-    an action it refused (``ok`` false, ``retry`` false)."""
+    an action it refused (``ok`` false, ``retry`` false). ``stale``: not carried out because
+    the job is no longer as the plan saw it (it finished, restarted, moved): nothing failed,
+    the next round plans again."""
 
     action: Action
     ok: bool
     detail: str = ""
     retry: bool = False
+    stale: bool = False

@@ -184,9 +184,10 @@ class Daemon:
                                 f"resource manager unavailable: {result.detail}")
                 self._defer_rest(round_id, entry.seq + 1, result.detail)
                 return
-            self.store.mark(round_id, entry.seq, DONE if result.ok else FAILED, result.detail)
+            status = DONE if result.ok else SKIPPED if result.stale else FAILED
+            self.store.mark(round_id, entry.seq, status, result.detail)
             self.metrics.count_action(type(entry.action).__name__,
-                                      "ok" if result.ok else "failed")
+                                      {DONE: "ok", SKIPPED: "skipped"}.get(status, "failed"))
             log.log(logging.INFO if result.ok else logging.WARNING, "%s: %s",
                     describe(entry.action), result.detail,
                     extra={"fields": {"event": "applied", "round": round_id, "seq": entry.seq,

@@ -255,7 +255,7 @@ class SlurmAdapter:
             return ActionResult(action, False, f"cannot check the job first: {exc}", retry=True)
         problem = precondition(action, job, fresh)
         if problem is not None:
-            return ActionResult(action, False, f"not applied: {problem}")
+            return ActionResult(action, False, f"not applied: {problem}", stale=True)
         if isinstance(action, Preempt) and action.mode is PreemptMode.SUSPEND:
             log.warning("job %s suspended: it keeps its GPUs until resumed", action.job_id)
         done: list[str] = []
