@@ -67,8 +67,10 @@ Limits: one host with 2-ish CPUs plays slurmctld, four slurmd, the daemon, the u
 sampler, so latencies are upper bounds and timing-dependent counts vary between runs; 2 s
 sampling misses runs shorter than that (a bypass that runs < 2 s is not seen); the FIFO's
 reader and the LAS thresholds (``[240, 960]`` GPU-s, so that 20-240 s jobs do get
-preempted) are the bench's choices; the run measures the working tree as it is (its git
-state is recorded in the JSON).
+preempted) are the bench's choices; the run measures the working tree as it is, and the
+daemon re-imports it at every restart, so edits made during a run take effect at the next
+SIGKILL (the git state at both ends is in the JSON). Jobs reach gpufair at its next round:
+a submission is no hook event, so on an idle cluster a new job may wait up to round_s.
 """
 
 from __future__ import annotations
@@ -1224,6 +1226,7 @@ def main(argv: list[str] | None = None) -> int:
         {"jobs": [asdict(j) for j in plan.jobs], "acts": [asdict(a) for a in plan.acts]},
         indent=1))
     results: dict[str, dict[str, Any]] = {}
+    git_start = git_state()   # the daemon re-imports the tree at every restart: note both ends
     try:
         results["gpufair"] = run_mode("gpufair", args, plan, users, root)
         if args.baseline:
@@ -1234,7 +1237,8 @@ def main(argv: list[str] | None = None) -> int:
     table = render(results, args.policy)
     print(table)
     out = Path(f"{root}.json")
-    out.write_text(json.dumps({"args": vars(args), "git": git_state(), "run_dir": str(root),
+    out.write_text(json.dumps({"args": vars(args), "git_start": git_start,
+                               "git_end": git_state(), "run_dir": str(root),
                                "plan": {"jobs": len(plan.jobs), "acts": len(plan.acts)},
                                "results": results, "table": table}, indent=1, default=str))
     print(f"\nJSON: {out}  run dir: {root}", file=sys.stderr)
