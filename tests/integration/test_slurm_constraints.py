@@ -4,7 +4,6 @@ and GPUs held by jobs gpufair does not manage."""
 
 from __future__ import annotations
 
-import sys
 import time
 
 from slurm_cluster import TRAIN_JOB, Cluster, write_config
@@ -12,7 +11,6 @@ from slurm_cluster import TRAIN_JOB, Cluster, write_config
 from gpufair.adapters.slurm import CliTransport, SlurmAdapter, SlurmSettings
 from gpufair.core.config import load_config
 from gpufair.plugin.service import live_round
-from gpufair.plugin.store import Store
 
 
 def submit(cluster: Cluster, tmp_path, name: str, *options: str) -> str:
@@ -84,10 +82,6 @@ def test_gpus_of_jobs_gpufair_does_not_manage_are_not_offered(cluster: Cluster, 
     assert jobs[other]["job_state"] == "RUNNING"
     assert all(jobs[j]["job_state"] in ("RUNNING", "CONFIGURING") for j in mine), \
         [(j, jobs[j]["job_state"], jobs[j]["state_reason"]) for j in mine]
-
-
-def test_store_is_written(tmp_path):
-    assert Store(tmp_path / "x.db").rounds() == [] and sys.executable
 
 
 def test_a_dependent_job_is_placed_once_its_dependency_is_met(cluster: Cluster, tmp_path):

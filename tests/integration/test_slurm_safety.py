@@ -164,10 +164,6 @@ def test_a_migration_restarts_the_job_on_the_planned_nodes(cluster: Cluster, tmp
     assert "node=gpu-v100-2" in restarted and "from_step=0 " not in restarted
 
 
-def test_train_job_script_is_there():
-    assert TRAIN_JOB.exists()
-
-
 def test_a_job_its_owner_requeues_is_held_again_not_run_outside_the_plan(cluster: Cluster,
                                                                         user, home):
     """`scontrol requeue` of one's own running job is allowed by Slurm; the job would wait its

@@ -192,7 +192,7 @@ class SlurmAdapter:
             info = view.jobs[job.id]
             if job.state is JobState.PENDING and info.managed and not info.held \
                     and info.reason == "BeginTime" and job.restarts > 0:
-                result = self.transport.control("hold", job.id)
+                result = self.hold(job.id)
                 if result.ok:
                     held.append(job.id)
                 else:
