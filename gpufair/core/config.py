@@ -76,6 +76,11 @@ class DaemonOptions:
                              ge=0.0)
     preempt_mode: str = setting("requeue", "requeue, or suspend (suspended Slurm jobs keep"
                                 " their GPUs)", choices=("requeue", "suspend"))
+    fill_idle: bool = setting(True, "hard mode: GPUs the plan leaves idle go to waiting jobs"
+                              " that fit, until the next timer round (work conservation)")
+    poll_s: float = setting(5.0, "between rounds, look this often for new jobs or freed GPUs"
+                            " (one snapshot); a change with idle GPUs runs a fill-only round;"
+                            " 0: hook events and the timer only", ge=0.0)
     action_interval_s: float = setting(0.0, "pause between actions (spreads load on the"
                                        " resource manager)", ge=0.0)
     hook_dir: str = setting("/var/spool/gpufair", "spool and wake socket shared with the"
@@ -100,7 +105,8 @@ class DaemonOptions:
     def rules(self) -> RoundRules:
         return RoundRules(mode=self.mode, max_preempt_share=self.max_preempt_share,
                           min_runtime_s=self.min_runtime_s, grace_s=self.grace_s,
-                          preempt_mode=PreemptMode(self.preempt_mode))
+                          preempt_mode=PreemptMode(self.preempt_mode),
+                          fill_idle=self.fill_idle)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ Stages:
    the jobs' logs, neutral profiles for what is unmeasured);
 2. *schedule*: the policy's plan for the enriched state;
 3. *diff*: hard mode turns the plan into the smallest list of starts, moves and preemptions
-   (:mod:`gpufair.core.actions`); soft mode into priorities by rank;
+   (:mod:`gpufair.core.actions`), and on a live cluster gives GPUs the round leaves idle to
+   waiting jobs that fit (:mod:`gpufair.core.fill`); soft mode into priorities by rank;
 4. *guards*: frozen nodes, minimum runtime, preemption cap (:mod:`gpufair.core.guards`);
 5. *keys*: each action gets an idempotency key bound to the job's incarnation, so the same
    decision about the same run of a job is recognised across rounds and restarts.
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufair.core.actions import plan_actions
+from gpufair.core.fill import fill_idle
 from gpufair.core.guards import (
     Deferred,
     Guard,
@@ -61,6 +63,7 @@ class RoundRules:
     min_runtime_s: float = 0.0
     grace_s: float = 0.0
     preempt_mode: PreemptMode = PreemptMode.REQUEUE
+    fill_idle: bool = False               # hard mode: idle GPUs go to waiting jobs that fit
 
     def guards(self) -> list[Guard]:
         return [unusable_nodes, job_constraints, min_runtime(self.min_runtime_s),
@@ -126,6 +129,8 @@ class Round:
         self.policy_s += elapsed
         self.decisions += 1
         actions = self.diff(state, plan, preemptive)
+        if self.rules.fill_idle and self.rules.mode == "hard":
+            actions += fill_idle(state, plan, actions)
         deferred: list[Deferred] = []
         for guard in self.rules.guards():
             actions, held = guard(state, actions)

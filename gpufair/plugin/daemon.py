@@ -3,7 +3,8 @@
 Each round: (recover an interrupted round) → snapshot → the one round pipeline
 (:class:`gpufair.core.round.Round`: history, profiles, policy, diff, guards, keys) → journal →
 actions. Rounds come from a timer (preemptive) and from hook events (a job started or ended: a
-non-preemptive round that only fills idle GPUs). The daemon knows the resource manager only
+non-preemptive round that only fills idle GPUs), and from a poll that notices a new job or
+freed GPUs between them (a submission is no hook event). The daemon knows the resource manager only
 through :class:`gpufair.adapters.base.ResourceManager`; a dry run is this daemon against a
 :class:`gpufair.adapters.recording.RecordingAdapter`, with ``dry_run`` set so the journal
 says so and the policy state is not persisted.
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufair.adapters.base import Effect, ResourceManager, Unavailable
+from gpufair.core.fill import may_fill, occupancy
 from gpufair.core.guards import Deferred, takes_gpus
 from gpufair.core.history import rho_estimates
 from gpufair.core.round import Round, RoundResult
@@ -43,6 +45,7 @@ class ServiceSettings:
     action_interval_s: float = 0.0     # pause between actions: spreads load on slurmctld
     hook_dir: str = "/var/spool/gpufair"
     event_min_interval_s: float = 5.0  # hook events: at most one fill-only round per this
+    poll_s: float = 5.0                # between rounds: snapshot this often for changes
     wake_group: str | None = None      # group that may wake the daemon (SlurmUser's)
     event_listen: str | None = None        # HOST:PORT for hook events from other hosts
     event_key: bytes | None = None         # their shared HMAC key
@@ -66,6 +69,7 @@ class Daemon:
         self.stopping = False
         self.last: RoundResult | None = None
         self.pruned_at = -float("inf")
+        self.seen: object = None           # occupancy at the last round (gpufair.core.fill)
 
     @property
     def policy(self) -> Policy:
@@ -83,10 +87,12 @@ class Daemon:
                                 extra={"fields": {"event": "bypass", "job": job_id}})
             raw = self.adapter.snapshot()
         except Unavailable as exc:
+            self.seen = None
             self.store.skip_round(name, f"resource manager unavailable: {exc}")
             self.metrics.observe_round("skipped", None)
             log.error("round skipped: %s", exc, extra={"fields": {"event": "round_skipped"}})
             return None
+        self.seen = occupancy(raw)
         history = self.store.job_history([j.id for j in raw.jobs])
         result = self.rounds.run(raw, preemptive=preemptive, history=history)
         self.last = result
@@ -274,20 +280,28 @@ class Daemon:
                 self.listener.close()
 
     def _wait(self, wake: WakeSocket, timer: float, events_from: float) -> bool:
-        """Sleep until the round timer (→ preemptive round) or a hook event (→ fill-only).
+        """Sleep until the round timer (→ preemptive round) or a change (→ fill-only round).
 
-        Events are coalesced: however many wakes arrive, at most one fill-only round runs per
-        ``event_min_interval_s`` after the last round, so a burst of job starts and ends (or
-        a user hammering the socket) costs one round, not one per datagram.
+        A change is a hook event (a job started or ended), or what the poll finds every
+        ``poll_s``: a new job or freed GPUs while a job waits (a submission sends no hook
+        event). Changes are coalesced: however many arrive, at most one fill-only round runs
+        per ``event_min_interval_s`` after the last round, so a burst of job starts and ends
+        (or a user hammering the socket) costs one round, not one per datagram.
         """
         woken = False
+        poll_s = self.settings.poll_s
+        next_poll = time.monotonic() + poll_s if poll_s > 0 else float("inf")
         while not self.stopping:
             now = time.monotonic()
             if now >= timer:
                 return True
             if woken and now >= events_from:
                 return False
-            until = timer if not woken else min(timer, events_from)
+            if not woken and now >= next_poll:
+                woken = self._changed()
+                next_poll = time.monotonic() + poll_s
+                continue
+            until = min(timer, events_from if woken else next_poll)
             sources: list[Any] = [wake] if self.listener is None else [wake, self.listener]
             ready, _, _ = select.select(sources, [], [], max(0.0, min(until - now, 1.0)))
             if wake in ready and wake.drain():
@@ -297,6 +311,15 @@ class Daemon:
                     self.store.add_event(event, f"udp-{event['nonce']}")
                     woken = True
         return True
+
+    def _changed(self) -> bool:
+        """The poll: did jobs or GPUs change since the last round, with a job that may fit on
+        idle GPUs? One snapshot; the resource manager being away is no change."""
+        try:
+            raw = self.adapter.snapshot()
+        except Unavailable:
+            return False
+        return occupancy(raw) != self.seen and may_fill(raw)
 
 
 def _tenant_gpus(state: ClusterState, plan: Plan) -> dict[str, int]:

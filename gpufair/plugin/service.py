@@ -57,6 +57,7 @@ def build_daemon(config: Config, adapter: ResourceManager, store: Store, *,
     settings = ServiceSettings(round_s=d.round_s, dry_run=dry_run,
                                action_interval_s=d.action_interval_s, hook_dir=d.hook_dir,
                                event_min_interval_s=d.event_min_interval_s,
+                               poll_s=d.poll_s,
                                wake_group=d.wake_group, event_listen=d.event_listen,
                                event_key=read_key(d.event_key_file) if d.event_key_file
                                else None,
