@@ -224,3 +224,32 @@ def test_a_hook_never_fails_on_a_bad_event_setup(tmp_path):
            "GPUFAIR_EVENT_KEY": str(tmp_path / "missing.key"), "SLURM_JOB_ID": "1"}
     assert run_hook("prolog", env) == 0
     assert list((tmp_path / "spool").glob("*.json"))   # the local spool still got it
+
+
+def test_serve_dry_run_touches_nothing_of_the_daemons(tmp_path, monkeypatch):
+    """Issue 13: ``serve --dry-run`` created state under /var/lib and bound the metrics
+    port. Now its store is a scratch copy, its hook dir private, and no port is bound: the
+    real daemon's store, lock, spool and port are left exactly as they were."""
+    from gpufair.core.config import config_from_dict
+    from gpufair.plugin import service
+
+    hooks = tmp_path / "hooks"
+    (hooks / "spool").mkdir(parents=True)
+    (hooks / "spool" / "1.json").write_text('{"kind": "epilog", "job": "7"}')
+    store_path = tmp_path / "state" / "state.db"
+    real = Store(store_path)
+    real.close()
+    before = {p.name: p.read_bytes() for p in store_path.parent.iterdir()}
+    config = config_from_dict({
+        "daemon": {"policy": "fifo", "hook_dir": str(hooks), "metrics_port": 9,
+                   "round_s": 1},
+        "store": {"path": str(store_path)}})
+    monkeypatch.setattr(service, "serve_metrics", lambda *a: pytest.fail("bound a port"))
+    state = ClusterState(0.0, nodes=(Node("n", "v100", 4),), jobs=(Job("1"),))
+    assert service.serve(config, RecordingAdapter(state), dry_run=True, max_rounds=2) == 0
+    after = {p.name: p.read_bytes() for p in store_path.parent.iterdir()}
+    assert after["state.db"] == before["state.db"]
+    assert set(after) - set(before) <= {"state.db-wal", "state.db-shm"}   # SQLite's own
+    assert sorted(p.name for p in hooks.rglob("*")) == ["1.json", "spool"]
+    # and the real daemon can start on its store while a dry run is going on
+    assert InstanceLock(str(store_path)).acquire() is not None

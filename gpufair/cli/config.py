@@ -12,7 +12,7 @@ from gpufair.errors import InputError
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     val = sub.add_parser("validate", help="check snapshot files")
-    val.add_argument("snapshot", nargs="+")
+    val.add_argument("snapshot", nargs="+", help="gpufair snapshot JSON file(s)")
     val.set_defaults(func=lambda args: validate(args.snapshot))
     pol = sub.add_parser("policies", help="list the installed policies")
     pol.set_defaults(func=lambda args: policies())

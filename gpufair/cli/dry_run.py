@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,7 +31,7 @@ from gpufair.model import Action, ClusterState, JobState, Preempt, SetPriority
 from gpufair.model.snapshot import load_snapshot
 from gpufair.plugin.daemon import Daemon
 from gpufair.plugin.service import build_daemon
-from gpufair.plugin.store import Store
+from gpufair.plugin.store import scratch_copy
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -47,7 +45,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     dry.add_argument("--policy", help="override [daemon] policy")
     dry.add_argument("--seed", type=int, help="override [daemon] seed")
     dry.add_argument("--store", help="start from (a copy of) the daemon's state store")
-    dry.add_argument("--json", action="store_true")
+    dry.add_argument("--json", action="store_true",
+                     help="one JSON object: the decisions, actions and held-back actions")
     dry.set_defaults(func=run)
 
 
@@ -76,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         slurm = raw_slurm_adapter(config, args.squeue, args.sinfo, args.partitions)
         source = slurm
     adapter = RecordingAdapter(source)
-    with _scratch_store(args.store) as store:
+    with scratch_copy(args.store) as store:
         daemon = build_daemon(config, adapter, store, policy=args.policy, dry_run=True)
         if args.store:
             daemon.restore_policy_state()
@@ -110,35 +109,6 @@ def raw_slurm_adapter(config: Config, squeue: str, sinfo: str | None,
     latest = _latest_time(jobs)
     return SlurmAdapter(FileTransport(jobs, nodes), settings, clock=lambda: latest,
                         mode=config.daemon.mode)
-
-
-class _scratch_store:
-    """An in-memory store, or an in-memory copy of the daemon's (never written back)."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self.tmp: tempfile.TemporaryDirectory[str] | None = None
-
-    def __enter__(self) -> Store:
-        if self.path is None:
-            self.store = Store(":memory:")
-            return self.store
-        try:
-            source = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
-            self.tmp = tempfile.TemporaryDirectory(prefix="gpufair-dry-run-")
-            copy = sqlite3.connect(str(Path(self.tmp.name) / "state.db"))
-            source.backup(copy)
-            source.close()
-            copy.close()
-        except sqlite3.Error as exc:
-            raise InputError(self.path, f"cannot read the state store: {exc}") from exc
-        self.store = Store(Path(self.tmp.name) / "state.db")
-        return self.store
-
-    def __exit__(self, *exc: object) -> None:
-        self.store.close()
-        if self.tmp is not None:
-            self.tmp.cleanup()
 
 
 def _read_json(path: str, key: str) -> dict[str, Any]:

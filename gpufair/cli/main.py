@@ -5,6 +5,7 @@ dry-run the daemon's decisions."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import sys
 from collections.abc import Sequence
@@ -16,12 +17,36 @@ from gpufair.errors import InputError, RefusedToStart
 EXIT_INPUT = 2
 
 
+class HelpWithDefaults(argparse.RawDescriptionHelpFormatter):
+    """Every option's help ends with its default, when it has one worth saying, so that
+    ``--help`` alone tells a newcomer what a bare command does."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default in (None, False, argparse.SUPPRESS) or \
+                action.option_strings == [] or isinstance(action, argparse._VersionAction):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("gpufair")
+    except importlib.metadata.PackageNotFoundError:   # run from a source tree, not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpufair", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log at INFO (solver fallbacks, skipped inputs) on stderr")
+    parser.add_argument("--version", action="version", version=f"gpufair {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in (simulate, config_cli, profile, slurm, dry_run):
         group.add_parsers(sub)
+    for command in (parser, *sub.choices.values()):
+        command.formatter_class = HelpWithDefaults
     return parser
 
 

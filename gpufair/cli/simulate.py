@@ -36,8 +36,11 @@ def _sim_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus-per-server", help="N, or TYPE:N,... (default 1)")
     parser.add_argument("--round", type=float, default=DEFAULT_ROUND_S, dest="round_s",
                         help=f"round length in seconds (default {DEFAULT_ROUND_S:g})")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--semantics", choices=("artifact", "clean"), default="clean")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the policy's random choices (same seed, same result)")
+    parser.add_argument("--semantics", choices=("artifact", "clean"), default="clean",
+                        help="artifact: the Shockwave/Gavel simulator's exact behaviour, to "
+                        "compare with their recorded results; clean: without its accidents")
     parser.add_argument("--config", help="gpufair.toml, or a policy's JSON options file")
     parser.add_argument("--json", action="store_true", help="print one JSON object per policy")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")

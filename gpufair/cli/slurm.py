@@ -21,7 +21,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     serve.set_defaults(func=run_serve)
     hook = sub.add_parser("hook", help="Slurm prolog/epilog entry point (always exits 0)")
     hook.add_argument("kind", choices=("prolog", "epilog", "prolog-slurmctld",
-                                       "epilog-slurmctld"))
+                                       "epilog-slurmctld"),
+                      help="which Slurm hook runs it (slurm.conf Prolog=, Epilog=, ...)")
     hook.set_defaults(func=run_hook)
     snap = sub.add_parser("snapshot", help="print the state the daemon's round would see")
     snap.add_argument("--slurm", action="store_true", required=True,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 from gpufair.adapters.base import ResourceManager
@@ -21,7 +22,7 @@ from gpufair.plugin.events import read_key
 from gpufair.plugin.lock import InstanceLock
 from gpufair.plugin.logs import setup_logging
 from gpufair.plugin.metrics import Metrics, serve_metrics
-from gpufair.plugin.store import Store
+from gpufair.plugin.store import Store, scratch_copy
 from gpufair.policy.registry import create_policy
 from gpufair.profiler.profiler import Profiler
 from gpufair.profiler.store import JsonOffsetStore
@@ -72,15 +73,42 @@ def serve(config: Config, adapter: ResourceManager, *, dry_run: bool = False,
           verbose: bool = False) -> int:
     setup_logging(json_lines=config.daemon.log_format == "json", verbose=verbose)
     if dry_run:
-        from gpufair.adapters.recording import RecordingAdapter
-        adapter = RecordingAdapter(adapter)
+        return _serve_dry(config, adapter, policy, max_rounds)
     lock = InstanceLock(config.store.path).acquire()
     store = Store(config.store.path)
-    daemon = build_daemon(config, adapter, store, policy=policy, dry_run=dry_run,
-                          profiler=daemon_profiler(config.store.path))
+    try:
+        daemon = build_daemon(config, adapter, store, policy=policy,
+                              profiler=daemon_profiler(config.store.path))
+        _run(daemon, config, max_rounds, metrics=True)
+    finally:
+        store.close()
+        lock.release()
+    return 0
+
+
+def _serve_dry(config: Config, adapter: ResourceManager, policy: str | None,
+               max_rounds: int | None) -> int:
+    """``serve --dry-run`` touches nothing of the daemon's: a scratch copy of its store (no
+    lock: the real daemon may be running), a private hook dir (its spool is the real
+    daemon's to consume), no metrics port, no event listener. It wakes on its timer and its
+    poll only, and every action goes to a recording adapter."""
+    from gpufair.adapters.recording import RecordingAdapter
+    existing = config.store.path if Path(config.store.path).is_file() else None
+    with scratch_copy(existing) as store:
+        scratch = Path(store.path).parent
+        config = replace(config, daemon=replace(
+            config.daemon, hook_dir=str(scratch / "hooks"), event_listen=None,
+            event_key_file=None))
+        daemon = build_daemon(config, RecordingAdapter(adapter), store, policy=policy,
+                              dry_run=True, profiler=daemon_profiler(store.path))
+        _run(daemon, config, max_rounds, metrics=False)
+    return 0
+
+
+def _run(daemon: Daemon, config: Config, max_rounds: int | None, *, metrics: bool) -> None:
     port = config.daemon.metrics_port
     server = None
-    if port > 0:
+    if metrics and port > 0:
         server = serve_metrics(daemon.metrics, config.daemon.metrics_host, port)
         log.info("metrics on http://%s:%d/metrics", *server.server_address[:2],
                  extra={"fields": {"event": "metrics", "port": server.server_address[1]}})
@@ -91,8 +119,9 @@ def serve(config: Config, adapter: ResourceManager, *, dry_run: bool = False,
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    dry_run = daemon.settings.dry_run
     log.info("gpufair serving: policy %s, mode %s, adapter %s%s", daemon.policy.name,
-             config.daemon.mode, adapter.name, " (dry run)" if dry_run else "",
+             config.daemon.mode, daemon.adapter.name, " (dry run)" if dry_run else "",
              extra={"fields": {"event": "start", "policy": daemon.policy.name,
                                "dry_run": dry_run}})
     try:
@@ -100,6 +129,3 @@ def serve(config: Config, adapter: ResourceManager, *, dry_run: bool = False,
     finally:
         if server is not None:
             server.shutdown()
-        store.close()
-        lock.release()
-    return 0

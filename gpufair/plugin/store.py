@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufair.errors import InputError
 from gpufair.model import (
     Action,
     Migrate,
@@ -282,3 +284,40 @@ class Store:
     def policy_state(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT data FROM policy_state WHERE name=?", (name,)).fetchone()
         return None if row is None else json.loads(row[0])
+
+
+@contextmanager
+def scratch_copy(path: str | None) -> Iterator[Store]:
+    """A store in a private temporary directory — empty, or a copy of the daemon's store at
+    ``path`` — removed afterwards: dry runs start from the daemon's history and policy state
+    but never write the daemon's files (nor take its lock: a real daemon may be running)."""
+    with tempfile.TemporaryDirectory(prefix="gpufair-dry-run-") as tmp:
+        target = Path(tmp) / "state.db"
+        if path is not None:
+            _copy_store(path, target)
+        store = Store(target)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+def _copy_store(path: str, target: Path) -> None:
+    """A consistent copy through SQLite's backup API. Reading a WAL database may create its
+    ``-wal``/``-shm`` companions (SQLite's own files, there anyway while the daemon runs);
+    where we may not create them (the store is root's, the dry run an admin's), the file is
+    read as immutable: the last commits still in the WAL are then missing from the copy."""
+    errors = []
+    for mode in ("ro", "ro&immutable=1"):
+        try:
+            source = sqlite3.connect(f"file:{path}?mode={mode}", uri=True)
+            copy = sqlite3.connect(str(target))
+            try:
+                source.backup(copy)
+                return
+            finally:
+                source.close()
+                copy.close()
+        except sqlite3.Error as exc:
+            errors.append(str(exc))
+    raise InputError(path, f"cannot read the state store: {errors[0]}")
