@@ -533,3 +533,23 @@ def test_ecos_sends_milps_to_highs() -> None:
     sol = solve(KNAPSACK, SolveOptions(backend="ecos", mip_gap=0.0))
     assert sol.backend == "highs" and sol.objective == pytest.approx(REFERENCE[KNAPSACK.name])
     assert "ECOS solves LPs only" in sol.message
+
+
+@pytest.mark.parametrize("backend", ["highs", "gurobi", "auto"])
+def test_simulate_json_is_pure_json_whatever_the_solver_prints(tmp_path, backend):
+    """Issue 13: recent highspy prints its banner on fd 1 when a process creates its first
+    ``Highs``, before options can be set, so ``--json`` was not JSON. A fresh process (the
+    banner comes once per process), the real CLI, stdout read at the descriptor level."""
+    import json
+    import subprocess
+    import sys
+
+    config = tmp_path / "gpufair.toml"
+    config.write_text(f'[solver]\nbackend = "{backend}"\n')
+    done = subprocess.run([sys.executable, "-m", "gpufair.cli.main", "simulate", "--json",
+                           "--policy", "max_min", "--config", str(config)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["policy"] == "max_min", done.stdout[:300]
+    assert "HiGHS" not in done.stderr and "Gurobi" not in done.stderr   # only with -v

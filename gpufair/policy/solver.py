@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
+import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -54,6 +57,41 @@ __all__ = [
 ]
 
 logger = logging.getLogger("gpufair.solver")
+
+
+_HIGHS_BANNER_LOCK = threading.Lock()
+_highs_banner_shown = False
+
+
+def _new_highs() -> highspy.Highs:
+    """A ``Highs`` object whose banner goes to the log, never to stdout.
+
+    Recent highspy prints its banner on file descriptor 1 when the process's first ``Highs``
+    is created, before ``output_flag`` can be set, so ``gpufair simulate --json`` on a default
+    install was not JSON. The first creation runs with fd 1 pointed at a temporary file and
+    what HiGHS wrote there is logged at DEBUG; later ones print nothing.
+    """
+    global _highs_banner_shown
+    if _highs_banner_shown:
+        return highspy.Highs()
+    with _HIGHS_BANNER_LOCK:
+        if _highs_banner_shown:
+            return highspy.Highs()
+        sys.stdout.flush()
+        saved = os.dup(1)
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 1)
+            try:
+                h = _new_highs()
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
+            sink.seek(0)
+            text = sink.read().decode("utf-8", "replace").strip()
+        _highs_banner_shown = True
+    if text:
+        logger.debug("HiGHS: %s", " ".join(text.split()))
+    return h
 
 #: Accepted values of :attr:`SolveOptions.backend`.
 BACKENDS: tuple[str, ...] = ("auto", "gurobi", "highs", "ecos")
@@ -237,7 +275,6 @@ class SolveOptions:
     seed: int = 0
     #: MIP start (Gurobi ``Start`` / HiGHS ``setSolution``); ignored for pure LPs.
     warm_start: np.ndarray | None = None
-    verbose: bool = False
     #: Algorithm for pure LPs (ignored for MIPs): ``"default"`` keeps the solver's choice
     #: (dual simplex for HiGHS), ``"ipm"`` is interior point + crossover. On large, highly
     #: degenerate LPs such as max-min fairness, ``"ipm"`` is several times faster on HiGHS
@@ -480,7 +517,7 @@ def _solve_gurobi(problem: LinearProgram, opts: SolveOptions) -> _Raw:
             model.ModelSense = GRB.MAXIMIZE if problem.maximize else GRB.MINIMIZE
             model.ObjCon = problem.constant
             params = model.Params
-            params.OutputFlag = int(opts.verbose)
+            params.OutputFlag = 0
             params.Seed = opts.seed
             if opts.time_limit_s is not None:
                 params.TimeLimit = opts.time_limit_s
@@ -581,8 +618,8 @@ def _solve_highs(problem: LinearProgram, opts: SolveOptions) -> _Raw:
     else:
         integrality = np.zeros(n, dtype=np.int32)
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", bool(opts.verbose))
+    h = _new_highs()
+    h.setOptionValue("output_flag", False)
     status = h.passModel(
         n, a.shape[0], a.nnz, int(highspy.MatrixFormat.kColwise),
         int(highspy.ObjSense.kMaximize if problem.maximize else highspy.ObjSense.kMinimize),
@@ -659,7 +696,7 @@ def _solve_ecos(problem: LinearProgram, opts: SolveOptions) -> _Raw:
     h = np.concatenate([problem.b_ub if problem.num_ub else np.empty(0),
                         -problem.lb[low], problem.ub[high]])
     c = -problem.c if problem.maximize else problem.c
-    kwargs: dict[str, Any] = {"verbose": bool(opts.verbose)}
+    kwargs: dict[str, Any] = {"verbose": False}   # a solver's output never reaches stdout
     if problem.num_eq:
         kwargs.update(A=sp.csc_matrix(problem.A_eq), b=problem.b_eq)
     result = ecos.solve(c, g, h, {"l": g.shape[0], "q": [], "e": 0}, **kwargs)
