@@ -10,16 +10,19 @@ from typing import Any
 
 from gpufair.core.config import DEFAULT_ROUND_S
 from gpufair.core.simulation import SimulationReport, SimulationSpec, simulate
+from gpufair.data import listing, resolve
 from gpufair.policy.registry import available_policies
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    sim = sub.add_parser("simulate", help="simulate one policy on a trace and print metrics")
+    sim = sub.add_parser("simulate", help="simulate one policy on a trace and print metrics",
+                         epilog=listing())
     _sim_args(sim)
     sim.add_argument("--policy", default="max_min",
                      help=f"one of {', '.join(available_policies())}")
     sim.set_defaults(func=lambda args: run_policies(args, [args.policy]))
-    cmp_ = sub.add_parser("compare", help="simulate several policies, one table")
+    cmp_ = sub.add_parser("compare", help="simulate several policies, one table",
+                          epilog=listing())
     _sim_args(cmp_)
     cmp_.add_argument("--policies", default="fifo,srtf,las,max_min,max_sum_throughput",
                       help="comma-separated policy names")
@@ -29,8 +32,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def _sim_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", help="trace file (Shockwave 12-col, Gavel 10-col or MSR "
-                        "7-col); default: the bundled demo trace")
-    parser.add_argument("--throughputs", help="throughputs JSON; default: the bundled one")
+                        "7-col), or a bundled trace's name (below); default: the bundled "
+                        "demo trace")
+    parser.add_argument("--throughputs", help="throughputs JSON, or a bundled one's name; "
+                        "default: tacc_throughputs_v100")
     parser.add_argument("--cluster", help="e.g. v100:32 or v100:8,p100:8,k80:8 or 32:0:0 "
                         "(default v100:16 for the demo, v100:32 with --trace)")
     parser.add_argument("--gpus-per-server", help="N, or TYPE:N,... (default 1)")
@@ -41,7 +46,8 @@ def _sim_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--semantics", choices=("artifact", "clean"), default="clean",
                         help="artifact: the Shockwave/Gavel simulator's exact behaviour, to "
                         "compare with their recorded results; clean: without its accidents")
-    parser.add_argument("--config", help="gpufair.toml, or a policy's JSON options file")
+    parser.add_argument("--config", help="gpufair.toml, or a policy's JSON options file "
+                        "(or a bundled one's name)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per policy")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
 
@@ -49,10 +55,10 @@ def _sim_args(parser: argparse.ArgumentParser) -> None:
 def run_policies(args: argparse.Namespace, names: list[str]) -> int:
     reports = []
     for name in names:
-        spec = SimulationSpec(trace=args.trace, throughputs=args.throughputs,
+        spec = SimulationSpec(trace=resolve(args.trace), throughputs=resolve(args.throughputs),
                               cluster=args.cluster, gpus_per_server=args.gpus_per_server,
                               policy=name, round_s=args.round_s, seed=args.seed,
-                              semantics=args.semantics, config=args.config)
+                              semantics=args.semantics, config=resolve(args.config))
         report = simulate(spec, progress=False if args.no_progress else None)
         reports.append(report)
         if args.json:
