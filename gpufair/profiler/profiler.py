@@ -11,13 +11,24 @@ only files the job's owner could read. A refused or missing log yields nothing t
 its reason is in :attr:`Profiler.problems`, and the other logs are read as usual; no round
 raises because of one log's file. Each log is read at most ``max_bytes`` a round with
 ``pread`` on a regular file, so nothing waits on a writer (a hung NFS mount aside).
+
+Memory does not grow with a log's size: a round holds at most ``max_bytes`` of each log and
+what was parsed from it, and what a job keeps between rounds is bounded (the last
+``regimes.WINDOW`` times of each regime, the last ``summary.RECENT`` steps, counters).
+:meth:`Profiler.drain` reads whole files that way, ``max_bytes`` a round, which is how
+``gpufair profile`` reads a log of any size.
+
+A last line without a newline is read only from a log marked :attr:`JobLog.finished` (see
+``tail``): the daemon reads the logs of running jobs, whose last line may be half-written,
+so it waits for the newline; ``gpufair profile`` reads a file as finished and counts it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +52,11 @@ class JobLog:
     kernel would). ``owner_gids``: the user's groups, for the group bits (None: the group
     bits never grant). ``owner_uid=None`` (``gpufair profile`` on one's own files): no
     owner check; regular files only and no final symlink still apply.
+
+    ``finished``: the log will not grow any more (its job ended; a one-shot read), so a
+    last line without a newline is a whole line and is read; otherwise it may be half
+    written and waits for its newline. (Text logs only: an event file's half-written
+    record is never read.)
     """
 
     job_id: str
@@ -52,6 +68,7 @@ class JobLog:
     family: str | None = None
     owner_uid: int | None = None
     owner_gids: tuple[int, ...] | frozenset[int] | None = None
+    finished: bool = False
 
 
 @dataclass(slots=True)
@@ -61,6 +78,21 @@ class _Tracked:
     accumulator: Accumulator
     events: dict[str, int]
     regimes: int = 0
+    more: bool = False   # the last read left more of the file than max_bytes let it take
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused: a round over 10^4 logs makes ~10^6 short-lived
+    objects without cycles, whose allocations would set off full collections over every
+    job's long-lived state (measured: 0.6 s of a 2.1 s round)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 class Profiler:
@@ -81,23 +113,32 @@ class Profiler:
         self.problems: dict[str, str] = {}
 
     def round(self, logs: Iterable[JobLog]) -> dict[str, JobReport]:
-        """Read what each log gained; return the reports of the jobs whose logs changed.
+        """Read what each log gained; return the reports of the jobs whose logs changed."""
+        with _gc_paused():
+            return self._report(self._ingest(logs))
 
-        The cyclic garbage collector is paused for the round: a round over 10^4 logs makes
-        ~10^6 short-lived objects without cycles, whose allocations would set off full
-        collections over every job's long-lived state (measured: 0.6 s of a 2.1 s round).
-        """
-        paused = gc.isenabled()
-        gc.disable()
-        try:
-            return self._round(logs)
-        finally:
-            if paused:
-                gc.enable()
+    def drain(self, logs: Iterable[JobLog]) -> dict[str, JobReport]:
+        """Read every log to its end, ``max_bytes`` of it at a time, then report: a whole
+        file in memory bounded by ``max_bytes``, not by the file's size. The reports of the
+        logs that changed.
 
-    def _round(self, logs: Iterable[JobLog]) -> dict[str, JobReport]:
-        changed: dict[str, JobReport] = {}
-        dirty: dict[str, dict[str, Any]] = {}
+        One report at the end, not one per read: a report refreshes the regimes' cached
+        estimates, which the detection of throughput shifts compares with, so reporting
+        after every read would make the result depend on ``max_bytes``; this way it is what
+        one read of the whole file gives. The model is fed per read, as in rounds.
+        Ends on a file that keeps growing once a read takes all it has (every read moves
+        on, see ``Read.more``); ``problems`` are those of the last read."""
+        pending = list(logs)
+        grown: dict[str, tuple[JobLog, _Tracked]] = {}
+        with _gc_paused():
+            while pending:
+                grown.update((log.job_id, (log, tracked)) for log, tracked in self._ingest(pending))
+                pending = [log for log in pending if self._jobs[log.job_id].more]
+            return self._report(list(grown.values()))
+
+    def _ingest(self, logs: Iterable[JobLog]) -> list[tuple[JobLog, _Tracked]]:
+        """Read, parse and fold in what each log gained (and feed the model); the logs that
+        grew."""
         grown: list[tuple[JobLog, _Tracked]] = []
         news: list[Samples | list[Sample] | bytes] = []
         self.problems = {}
@@ -118,10 +159,6 @@ class Profiler:
             news[i] = samples
         for (log, tracked), samples in zip(grown, news, strict=True):
             tracked.accumulator.add(samples)  # type: ignore[arg-type]
-            stream = tracked.stream
-            report = tracked.accumulator.report(
-                None if stream is None else stream.family,
-                None if stream is None else stream.stats, self.exact_reports)
             if tracked.accumulator.batch_regimes != tracked.regimes:
                 # a new batch size: what was measured before describes another job
                 self.model.forget(log.job_id)
@@ -130,6 +167,17 @@ class Profiler:
             if fresh is not None and log.gpu_type and log.gpus:
                 self.model.observe(log.job_id, log.gpu_type, log.gpus, fresh.value,
                                    placement=log.placement, model=log.model)
+        return grown
+
+    def _report(self, grown: list[tuple[JobLog, _Tracked]]) -> dict[str, JobReport]:
+        """The reports of the logs that grew, kept in ``reports`` and saved to the store."""
+        changed: dict[str, JobReport] = {}
+        dirty: dict[str, dict[str, Any]] = {}
+        for log, tracked in grown:
+            stream = tracked.stream
+            report = tracked.accumulator.report(
+                None if stream is None else stream.family,
+                None if stream is None else stream.stats, self.exact_reports)
             self.reports[log.job_id] = changed[log.job_id] = report
             dirty[log.job_id] = self._entry(tracked, report)
         if dirty:
@@ -161,6 +209,7 @@ class Profiler:
 
     def _read(self, log: JobLog, tracked: _Tracked) -> tuple[list[Sample] | bytes, bool]:
         """What the log gained: an event file's samples, or a text log's new bytes."""
+        tracked.more = False
         if tracked.stream is None:
             tracked.stream = self._stream(log, log.family, None)
             if tracked.stream is None:
@@ -168,10 +217,12 @@ class Profiler:
         stream = tracked.stream
         if isinstance(stream, tensorboard_events.EventFileSource):
             samples = stream.read(log.owner_uid, log.owner_gids)
+            tracked.more = stream.more
             self._problem(log, tracked, stream.event, stream.reason)
             return samples, bool(samples)
         read = read_new(log.path, tracked.position, self.max_bytes, log.owner_uid,
-                        log.owner_gids)
+                        log.owner_gids, final=log.finished)
+        tracked.more = read.more
         self._problem(log, tracked, read.event, read.reason)
         if read.skipped_bytes:
             stream.stats.malformed += 1
@@ -228,14 +279,24 @@ class Profiler:
         return dataclasses.replace(job, **changes) if changes else job
 
 
-def profile_file(path: str, family: str | None = None) -> JobReport:
+# What ``gpufair profile`` reads of a file at a time. A read's peak memory is a few times its
+# size (the bytes, their cleaned copy, the scanner's columns, the samples): measured on the
+# ImageNet example's lines, ~5x. 4 MB keeps the peak ~20 MB above the interpreter's while
+# parsing as fast as larger reads (bench/bench_profiler_memory.py).
+PROFILE_CHUNK = 4 << 20
+
+
+def profile_file(path: str, family: str | None = None, chunk_bytes: int = PROFILE_CHUNK
+                 ) -> JobReport:
     """Everything extracted from one log file read whole (what ``gpufair profile`` prints).
 
+    The file is read ``chunk_bytes`` at a time (:meth:`Profiler.drain`): memory stays
+    bounded whatever its size. It is read as finished: a last line without a newline counts.
     No owner check (the caller reads their own files), but a symlink, a FIFO or anything
     else than a regular file is refused: :class:`InputError` with the reason."""
-    profiler = Profiler(max_bytes=1 << 62)
-    log = JobLog(job_id=path, path=path, family=family)
-    profiler.round([log])
+    profiler = Profiler(max_bytes=chunk_bytes)
+    log = JobLog(job_id=path, path=path, family=family, finished=True)
+    profiler.drain([log])
     problem = profiler.problems.get(path, "")
     if problem.startswith("refused"):
         raise InputError(path, f"{problem} (only regular files are read, and no symlink: "

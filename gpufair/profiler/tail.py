@@ -11,6 +11,13 @@ A position is (device, inode, offset, fingerprint of the first bytes). Each read
   last line is read next round, once finished). A line longer than ``max_bytes`` is
   skipped, counted, and never blocks the tail.
 
+The last line of a file without a newline: a log that is still being written may be in the
+middle of it, so by default it is *not* consumed (the daemon's rounds: the offset stays at
+its start, and the whole line is read once its newline arrives). A caller that knows the
+file is finished (``final=True``: ``gpufair profile``, a job that has ended) gets it, as a
+line, once a read reaches the end of the file. ``Read.more`` says whether the file held more
+than ``max_bytes`` let this read take: a caller reading a whole file reads until it is False.
+
 Files are opened by :func:`gpufair.profiler.files.open_log`: regular files only, no symlink
 as the last component, and (given the job's owner) only what that user could read; a
 refused file reads as nothing, with event ``"refused"`` and the reason. At most
@@ -56,6 +63,7 @@ class Read:
     event: str = ""          # "", "missing", "refused", "rotated", "truncated", "rewritten"
     skipped_bytes: int = 0   # an over-long line given up on
     reason: str = ""         # why a file was refused (``files``' reasons)
+    more: bool = False       # the file held more than this read's budget let it take
 
 
 def _fingerprint(fd: int, length: int) -> tuple[str, int]:
@@ -72,9 +80,12 @@ def _complete(chunk: bytes, at_eof_limit: bool) -> tuple[bytes, int]:
 
 
 def read_new(path: str, pos: Position | None, max_bytes: int = MAX_BYTES,
-             owner_uid: int | None = None, owner_gids: Collection[int] | None = None) -> Read:
+             owner_uid: int | None = None, owner_gids: Collection[int] | None = None,
+             final: bool = False) -> Read:
     """What ``path`` gained since ``pos``; ``owner_uid``/``owner_gids``: the job's owner,
-    whose read permission the file must grant (None: not checked, see ``files``)."""
+    whose read permission the file must grant (None: not checked, see ``files``).
+    ``final``: the file is finished, so a last line without a newline is read too (once
+    this read reaches the end of the file) instead of being left for a later read."""
     # a copy: the caller's position stays as it was if anything below fails
     pos = Position() if pos is None else Position(pos.dev, pos.ino, pos.offset, pos.head,
                                                   pos.head_len)
@@ -102,11 +113,16 @@ def read_new(path: str, pos: Position | None, max_bytes: int = MAX_BYTES,
         # the rest of a rotated file counts against the same budget
         want = min(st.st_size - pos.offset, max_bytes - len(prefix))
         if want <= 0:
-            return Read(prefix, pos, event)
+            return Read(prefix, pos, event, more=st.st_size > pos.offset)
         chunk = os.pread(fd, want, pos.offset)
-        data, skipped = _complete(chunk, len(chunk) >= max_bytes)
+        cut = pos.offset + len(chunk) < st.st_size
+        if final and not cut:
+            data, skipped = chunk, 0   # the file is finished: its last line is complete
+        else:
+            data, skipped = _complete(chunk, len(chunk) >= max_bytes)
         pos.offset += len(data) + skipped
-        return Read(prefix + data, pos, event, skipped)
+        # more only if this read moved on: a caller looping on it always ends
+        return Read(prefix + data, pos, event, skipped, more=cut and bool(data or skipped))
     finally:
         os.close(fd)
 

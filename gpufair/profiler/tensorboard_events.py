@@ -77,6 +77,8 @@ class EventFileSource:
         # the last read's event ("", "missing", "refused", "rotated", "truncated") and reason
         self.event = ""
         self.reason = ""
+        # whether the last read moved on and left whole records for the next (max_bytes)
+        self.more = False
 
     def read(self, owner_uid: int | None = None,
              owner_gids: Collection[int] | None = None) -> list[Sample]:
@@ -111,6 +113,7 @@ class EventFileSource:
     def _load(self, owner_uid: int | None, owner_gids: Collection[int] | None) -> list[Any]:
         """The events of the whole records the file gained, at most ``max_bytes`` of them."""
         self.event = self.reason = ""
+        self.more = False
         try:
             fd, st = open_log(self.path, owner_uid, owner_gids)
         except Refused as refused:
@@ -137,6 +140,7 @@ class EventFileSource:
             os.close(fd)
         records, used = self._records(data, available)
         self._offset += used
+        self.more = available > want and used > 0
         events: list[Any] = []
         for record in records:
             try:
