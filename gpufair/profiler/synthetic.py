@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -45,6 +46,47 @@ def _reporter(step: int, total: int | None, seconds: float, batch: int | None) -
 
 FORMATS: dict[str, Callable[[int, int | None, float, int | None], str]] = {
     "megatron": _megatron, "pytorch": _pytorch, "reporter": _reporter}
+
+
+# an ImageNet-example iteration line's counter: ``Epoch: [e][ i/n]``
+_IMAGENET_STEP = re.compile(r"Epoch: \[\d+\]\[\s*\d+/\s*(\d+)\]")
+
+
+def grow_log(real_log: str | os.PathLike[str], dest: str | os.PathLike[str],
+             size_bytes: int, block: int = 1 << 20) -> int:
+    """Write a log of about ``size_bytes`` to ``dest`` from a real PyTorch ImageNet-example
+    log: its training lines (``Epoch: [e][ i/n] Time ...``) repeated in turn, renumbered so
+    the iterations keep rising (i runs over 0..n-1, then the epoch goes up).
+
+    Why: the profiler's memory and speed on a multi-hundred-MB log are measured on a real
+    line format without shipping such a file (``bench/bench_profiler_memory.py``, and the
+    memory test). Returns the bytes written (at least ``size_bytes``; whole lines only).
+    """
+    with open(real_log, encoding="utf-8") as fh:
+        lines = [line if line.endswith("\n") else line + "\n"
+                 for line in fh if _IMAGENET_STEP.search(line)]
+    if not lines:
+        raise ValueError(f"{real_log}: no ImageNet-example iteration line to repeat")
+    per_epoch = int(_IMAGENET_STEP.search(lines[0]).group(1))  # type: ignore[union-attr]
+    width = len(str(per_epoch))
+    # each line around its counter, which is rewritten
+    parts = [(line[:m.start()], line[m.end():])
+             for line in lines if (m := _IMAGENET_STEP.search(line)) is not None]
+    written = step = 0
+    with open(dest, "w", encoding="utf-8") as out:
+        while written < size_bytes:
+            chunk = []
+            size = 0
+            while size < block and written + size < size_bytes:
+                before, after = parts[step % len(parts)]
+                epoch, i = divmod(step, per_epoch)
+                text = f"{before}Epoch: [{epoch}][{i:>{width}}/{per_epoch}]{after}"
+                chunk.append(text)
+                size += len(text)
+                step += 1
+            out.write("".join(chunk))
+            written += size
+    return written
 
 
 class SyntheticLogWriter:
