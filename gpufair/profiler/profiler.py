@@ -12,9 +12,10 @@ its reason is in :attr:`Profiler.problems`, and the other logs are read as usual
 raises because of one log's file. Each log is read at most ``max_bytes`` a round with
 ``pread`` on a regular file, so nothing waits on a writer (a hung NFS mount aside).
 
-Memory does not grow with a log's size: a round holds at most ``max_bytes`` of each log and
-what was parsed from it, and what a job keeps between rounds is bounded (the last
-``regimes.WINDOW`` times of each regime, the last ``summary.RECENT`` steps, counters).
+Memory does not grow with a log's length: a round holds at most ``max_bytes`` of each log
+and what was parsed from it, and what a job keeps between rounds does not grow with its
+lines (the last ``regimes.WINDOW`` times of each regime, the last ``summary.RECENT`` steps,
+counters; one entry per regime, i.e. per batch-size change or sustained throughput shift).
 :meth:`Profiler.drain` reads whole files that way, ``max_bytes`` a round, which is how
 ``gpufair profile`` reads a log of any size.
 

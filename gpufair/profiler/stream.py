@@ -1,6 +1,7 @@
 """Bytes of a log to samples: cleaning, auto-detection, and the chosen parser.
 
-``LogStream`` is fed chunks of *complete* lines (the tailer keeps partial last lines back)
+``LogStream`` is fed chunks of *complete* lines (the tailer keeps partial last lines back,
+unless the log is finished: then its last line is complete without a newline)
 and never raises on content: undecodable or NUL-bearing lines are skipped and counted as
 binary, terminal escapes (ANSI colours, backspaces) are removed, and carriage returns —
 which tqdm and Keras use to redraw a bar in place — end lines like newlines do.
