@@ -24,6 +24,11 @@ from typing import Any, TypeVar
 from gpufair.errors import InputError
 
 T = TypeVar("T")
+#: Every number an option may hold, whatever its own rule: no option means anything beyond
+#: these (a round of 1e308 s, a seed of 10**20 that numpy refuses deep inside a policy), and
+#: a bound here gives every option a checked range even where its declaration forgot one.
+MAX_NUMBER = 1e12
+MAX_INT = 2**32 - 1
 _META = "gpufair.setting"
 
 
@@ -162,12 +167,18 @@ def _coerce(value: Any, hint: Any, source: str, where: str) -> Any:
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InputError(source, "expected a whole number", field=where, value=value)
+        if abs(value) > MAX_INT:
+            raise InputError(source, f"out of range (at most {MAX_INT} in size)", field=where,
+                             value=value)
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(source, "expected a number", field=where, value=value)
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise InputError(source, "expected a finite number", field=where, value=value)
+        if abs(value) > MAX_NUMBER:
+            raise InputError(source, f"out of range (at most {MAX_NUMBER:g} in size)",
+                             field=where, value=value)
         return float(value)
     if hint is str:
         if not isinstance(value, str):

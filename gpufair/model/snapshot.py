@@ -33,7 +33,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
 
-from gpufair.errors import InputError, json_kind
+from gpufair.errors import InputError, json_kind, parse_json, read_text
 from gpufair.model.records import (
     Adaptation,
     ClusterState,
@@ -69,6 +69,7 @@ SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
 _SCHEMA_FILE = "snapshot.schema.json"
 _JOB_STATES = frozenset(s.value for s in JobState)
 _HOLDING_STATES = frozenset((JobState.RUNNING.value, JobState.SUSPENDED.value))
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _GPU_ID = re.compile(r"^(?P<node>.+):(?P<index>0|[1-9][0-9]*)$")
 
 PathElem = str | int
@@ -243,33 +244,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> ClusterState:
 
 def read_snapshot_json(path: str | os.PathLike[str]) -> Any:
     """The parsed JSON document of a snapshot file, not yet validated."""
-    source = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as e:
-        raise InputError(source, f"cannot read snapshot: {e.strerror or e}") from e
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise InputError(source, f"not UTF-8 text (bad byte at offset {e.start})") from e
-    try:
-        data = json.loads(text, object_pairs_hook=_no_duplicate_keys(source))
-    except json.JSONDecodeError as e:
-        raise InputError(source, f"invalid JSON: {e.msg} (column {e.colno})",
-                         line=e.lineno) from e
-    return data
-
-
-def _no_duplicate_keys(source: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in obj:
-                raise InputError(source, "key appears twice in one JSON object",
-                                 field=key, value=value)
-            obj[key] = value
-        return obj
-    return hook
+    return parse_json(read_text(path, "snapshot", bom=True), str(path))
 
 
 # --------------------------------------------------------------------------------------------
@@ -407,6 +382,9 @@ def _semantic_problems(data: Mapping[str, Any]) -> list[_Problem]:
     out: list[_Problem] = list(
         _Problem(where, value, "must be a finite number") for where, value in _nonfinite(data, ())
     )
+    out += [_Problem(where, value, "must be text without lone surrogates (\\ud800-\\udfff "
+                                   "escapes that encode no character)")
+            for where, value in _broken_text(data, ())]
     for key, name_field, what in (("gpu_types", "name", "GPU type"), ("nodes", "name", "node"),
                                   ("tenants", "name", "tenant"), ("jobs", "id", "job id")):
         out += _duplicates(data, key, name_field, what)
@@ -613,6 +591,22 @@ def _nonfinite(value: Any, path: tuple[PathElem, ...]
     elif isinstance(value, list):
         for k, v in enumerate(value):
             yield from _nonfinite(v, (*path, k))
+
+
+def _broken_text(value: Any, path: tuple[PathElem, ...]
+                 ) -> Iterator[tuple[tuple[PathElem, ...], str]]:
+    # JSON's \\ud800 escapes decode to lone surrogates, which no UTF-8 output (the dry run's
+    # table, the store, the logs) can encode: refused here, named, rather than there.
+    if isinstance(value, str) and _SURROGATE.search(value):
+        yield path, value.encode("utf-8", "backslashreplace").decode("ascii")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if _SURROGATE.search(k):
+                yield (*path, k.encode("utf-8", "backslashreplace").decode("ascii")), k
+            yield from _broken_text(v, (*path, k))
+    elif isinstance(value, list):
+        for k, v in enumerate(value):
+            yield from _broken_text(v, (*path, k))
 
 
 def _is_iso_time(text: str) -> bool:

@@ -46,6 +46,13 @@ from gpufair.model import (
 log = logging.getLogger("gpufair.simulator")
 _STALL_ROUNDS = 1000
 _EPS = 1e-9
+#: Round lengths a simulation accepts: below a second the round mechanism measures nothing
+#: real (and 1e-9 s rounds never end); above a day nothing is scheduled.
+MIN_ROUND_S, MAX_ROUND_S = 1.0, 86400.0
+#: The most rounds a simulation may need even if every job ran alone, one after the other,
+#: on its slowest GPU type: beyond that it would run for hours or forever (the published
+#: traces need at most a few tens of thousands).
+MAX_ROUNDS = 5_000_000
 
 
 class SimulationStalled(RuntimeError):
@@ -64,8 +71,10 @@ class TraceSimulator:
 
     def __init__(self, trace: Sequence[TraceJob], throughputs: Throughputs,
                  nodes: Sequence[Node], semantics: Semantics, round_s: float = 120.0) -> None:
-        if round_s <= 0:
-            raise InputError("--round", "must be > 0 seconds", field="round", value=round_s)
+        if not MIN_ROUND_S <= round_s <= MAX_ROUND_S:   # NaN fails this too
+            raise InputError("--round", f"must be a finite number of seconds from "
+                             f"{MIN_ROUND_S:g} to {MAX_ROUND_S:g}", field="round",
+                             value=round_s)
         self.semantics = semantics
         self.round_s = float(round_s)
         self.nodes = tuple(nodes)
@@ -91,10 +100,16 @@ class TraceSimulator:
                                                f"has at most {max(largest.values())} per node"))
                 continue
             self.jobs.append(built)
+        if not self.jobs:
+            first = self.dropped[0]
+            more = len(self.dropped) - 1
+            raise InputError(trace[0].source if trace else "trace",
+                             f"no job of the trace can run on this cluster (line "
+                             f"{first.line}: {first.reason}"
+                             f"{f'; and {more} more' if more else ''})")
         for d in self.dropped:
             log.warning("trace line %d (job %d) not simulated: %s", d.line, d.index, d.reason)
-        if not self.jobs:
-            raise InputError("trace", "no job of the trace can run on this cluster")
+        self._check_horizon()
         self._arrivals = [j.arrival_s for j in self.jobs]
         self._next_arrival = 0
         self.now = self.jobs[0].arrival_s
@@ -107,6 +122,23 @@ class TraceSimulator:
         self._previous_round: set[str] = set()
         self._stalled = 0
         self._admit()
+
+    def _check_horizon(self) -> None:
+        """Refuse a simulation that could need more than :data:`MAX_ROUNDS` rounds, measured
+        as the jobs run one at a time on their slowest GPU type: a reasonable policy stays
+        below that, and a trace over it (a job of 1e10 steps at 1e-6 iterations/s) would
+        keep the simulator stepping rounds for years instead of answering."""
+        serial_s = 0.0
+        for job in self.jobs:
+            slowest = min(r for r in job.profile.rates.values() if r > 0)
+            rates = [r for _, r in job.batch_rates if r > 0]
+            serial_s += job.total / min([slowest, *rates]) + self.semantics.restart_overhead_s
+        rounds = serial_s / self.round_s + len(self.jobs)
+        if not rounds <= MAX_ROUNDS:
+            raise InputError(self.jobs[0].trace.source, "the jobs would need up to "
+                             f"{rounds:.3g} rounds of {self.round_s:g} s (at most "
+                             f"{MAX_ROUNDS:g}): total_steps too large for the throughputs, "
+                             "or --round too short")
 
     # -- adapter protocol -------------------------------------------------------------------
     @property

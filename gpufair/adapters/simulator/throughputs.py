@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpufair.adapters.simulator.trace import split_job_type
-from gpufair.errors import InputError
+from gpufair.errors import InputError, parse_json, read_text
 
 _KEY = re.compile(r"^\('(.*)', (\d+)\)$")
+#: A measured rate is 0 (the job cannot run on that GPU type) or within these iterations/s: a
+#: rate of 1e-300 would make one job run for longer than the universe has existed, and the
+#: simulator step through every round of it.
+MIN_RATE, MAX_RATE = 1e-6, 1e6
+#: Largest gang a key may name (as many GPUs as the largest simulated cluster).
+MAX_GANG = 65536
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,11 @@ def parse_key(key: str, source: str, where: str) -> tuple[str, int]:
     if not match:
         raise InputError(source, "expected a key like \"('ResNet-18 (batch size 32)', 1)\"",
                          field=where, value=key)
-    return match.group(1), int(match.group(2))
+    gang = int(match.group(2)) if len(match.group(2)) <= 6 else MAX_GANG + 1
+    if not 1 <= gang <= MAX_GANG:
+        raise InputError(source, f"the gang size must be from 1 to {MAX_GANG} GPUs",
+                         field=where, value=key)
+    return match.group(1), gang
 
 
 def throughputs_from_dict(data: object, source: str = "<throughputs>") -> Throughputs:
@@ -68,9 +78,9 @@ def throughputs_from_dict(data: object, source: str = "<throughputs>") -> Throug
                 raise InputError(source, "expected an object with a 'null' throughput",
                                  field=where)
             value = entry["null"]
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 \
-                    or value != value:
-                raise InputError(source, "throughput must be a number >= 0",
+            if not _rate_ok(value):
+                raise InputError(source, f"throughput must be 0 (cannot run) or a number of "
+                                 f"iterations/s from {MIN_RATE:g} to {MAX_RATE:g}",
                                  field=f"{where}.null", value=value)
             table[job] = float(value)
         if worker.endswith("_unconsolidated"):
@@ -82,15 +92,14 @@ def throughputs_from_dict(data: object, source: str = "<throughputs>") -> Throug
     return Throughputs(isolated, unconsolidated, source)
 
 
+def _rate_ok(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return value == 0 or MIN_RATE <= value <= MAX_RATE   # exact for ints of any size
+
+
 def load_throughputs(path: str | Path) -> Throughputs:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read throughputs file: {exc.strerror}") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"invalid JSON: {exc.msg} (column {exc.colno})",
-                         line=exc.lineno) from exc
-    return throughputs_from_dict(data, str(path))
+    text = read_text(path, "throughputs file")
+    return throughputs_from_dict(parse_json(text, str(path)), str(path))

@@ -6,11 +6,12 @@ line, so a truncated or mixed file is caught at the line where it goes wrong.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufair.errors import InputError
+from gpufair.errors import InputError, read_text
 from gpufair.model import Adaptation
 
 _BATCH = re.compile(r"^(\S+)(?: .*\(batch size (\d+)\))?$")
@@ -30,6 +31,7 @@ class TraceJob:
     slo: float | None = None
     duration_s: float | None = None
     line: int = 0
+    source: str = "<trace>"   # the file, so that later checks can name it
 
     @property
     def model(self) -> str:
@@ -93,18 +95,44 @@ def parse_trace(text: str, source: str = "<trace>") -> list[TraceJob]:
     return jobs
 
 
+#: What a field may hold. A trace is data, not a program: a job of 1e308 steps or arriving in
+#: 1e308 s would make the simulator step through rounds until the heat death of the
+#: universe, so every number has a range, wide enough for every published trace (the largest
+#: has 3.2e8 steps, arrivals up to 8.5e6 s, gangs of 32).
+_RANGES: dict[str, tuple[float, float, str]] = {
+    "total_steps": (1, 1e10, ""),
+    "scale_factor": (1, 4096, " GPU"),
+    "arrival": (0, 1e9, " s"),
+    "priority_weight": (1e-6, 1e6, ""),
+    "slo": (-1e9, 1e9, " s"),              # negative: no SLO
+    "duration": (0, 1e9, " s"),
+}
+
+
 def _number(cols: list[str], layout: dict[str, int], name: str, kind: type, source: str,
             lineno: int) -> float | int:
-    value = cols[layout[name]].strip()
+    """The field as a number within its range, or an InputError naming line and field."""
+    text = cols[layout[name]].strip()
+    lo, hi, unit = _RANGES[name]
     try:
-        number = float(value) if kind is float else int(float(value))
-        if kind is int and float(value) != int(float(value)):
-            raise ValueError
+        number = float(text)
     except ValueError:
         raise InputError(source, f"expected {'a number' if kind is float else 'an integer'}",
-                         line=lineno, field=name, value=value) from None
-    if number != number or number in (float("inf"), float("-inf")):
-        raise InputError(source, "must be finite", line=lineno, field=name, value=value)
+                         line=lineno, field=name, value=text) from None
+    if not math.isfinite(number):
+        raise InputError(source, "must be finite", line=lineno, field=name, value=text)
+    shown: float | int = int(number) if kind is int and number.is_integer() else number
+    if number < lo:
+        raise InputError(source, f"must be >= {lo:g}{unit}", line=lineno, field=name,
+                         value=shown)
+    if number > hi:
+        raise InputError(source, f"must be <= {hi:g}{unit}{'s' * (unit == ' GPU')} (larger "
+                         "is no real job)", line=lineno, field=name, value=shown)
+    if kind is int:
+        if not number.is_integer():
+            raise InputError(source, "expected an integer", line=lineno, field=name,
+                             value=text)
+        return int(number)
     return number
 
 
@@ -114,16 +142,8 @@ def _parse_line(cols: list[str], layout: dict[str, int], index: int, source: str
     if not job_type:
         raise InputError(source, "empty job type", line=lineno, field="job_type")
     steps = int(_number(cols, layout, "total_steps", int, source, lineno))
-    if steps < 1:
-        raise InputError(source, "must be >= 1", line=lineno, field="total_steps", value=steps)
     sf = int(_number(cols, layout, "scale_factor", int, source, lineno))
-    if sf < 1:
-        raise InputError(source, "must be >= 1 GPU", line=lineno, field="scale_factor",
-                         value=sf)
     arrival = float(_number(cols, layout, "arrival", float, source, lineno))
-    if arrival < 0:
-        raise InputError(source, "must be >= 0", line=lineno, field="arrival_time",
-                         value=arrival)
     mode = Adaptation.STATIC
     if "mode" in layout:
         text = cols[layout["mode"]].strip().lower()
@@ -135,9 +155,6 @@ def _parse_line(cols: list[str], layout: dict[str, int], index: int, source: str
     weight = 1.0
     if "priority_weight" in layout:
         weight = float(_number(cols, layout, "priority_weight", float, source, lineno))
-        if weight <= 0:
-            raise InputError(source, "must be > 0", line=lineno, field="priority_weight",
-                             value=weight)
     slo = None
     if "slo" in layout:
         slo_value = float(_number(cols, layout, "slo", float, source, lineno))
@@ -147,18 +164,8 @@ def _parse_line(cols: list[str], layout: dict[str, int], index: int, source: str
         duration = float(_number(cols, layout, "duration", float, source, lineno))
     return TraceJob(index=index, job_type=job_type, total_steps=steps, scale_factor=sf,
                     arrival_s=arrival, mode=mode, priority_weight=weight, slo=slo,
-                    duration_s=duration, line=lineno)
+                    duration_s=duration, line=lineno, source=source)
 
 
 def load_trace(path: str | Path) -> list[TraceJob]:
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read trace: {exc.strerror}") from exc
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InputError(str(path), "not UTF-8 text", line=line) from None
-    return parse_trace(text, str(path))
+    return parse_trace(read_text(path, "trace"), str(path))
