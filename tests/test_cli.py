@@ -81,7 +81,7 @@ def test_validate(tmp_path):
     bad.write_text(json.dumps({"format": "gpufair-snapshot", "version": 1, "time_s": 0,
                                "jobs": [{"id": "a", "gpus": -2}, {"id": "a"}]}))
     proc = run_cli("validate", str(bad))
-    assert proc.returncode == 1
+    assert proc.returncode == 2   # bad input, as every command
     assert "field 'jobs[0].gpus' = -2" in proc.stderr
     assert "duplicate job id" in proc.stderr
 

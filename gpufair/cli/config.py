@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from gpufair.errors import InputError
+from gpufair.errors import EXIT_INPUT, InputError
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -24,20 +24,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def validate(paths: Sequence[str]) -> int:
+    """Every problem of every file, one line each; exit 2 (bad input, like every command)
+    when there is any, so that a script tells "invalid" from "gpufair failed" (1)."""
     from gpufair.model.snapshot import read_snapshot_json, validate_snapshot
     status = 0
     for path in paths:
         try:
-            data = read_snapshot_json(path)
+            problems = validate_snapshot(read_snapshot_json(path), path)
         except InputError as exc:
-            print(f"{exc}", file=sys.stderr)
-            status = 1
-            continue
-        problems = validate_snapshot(data, path)
+            problems = [str(exc)]
         for problem in problems:
-            print(problem, file=sys.stderr)
+            print(f"gpufair: error: {problem}", file=sys.stderr)
         if problems:
-            status = 1
+            status = EXIT_INPUT
         else:
             print(f"{path}: ok")
     return status

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 from gpufair.adapters.recording import RecordingAdapter
 from gpufair.adapters.slurm.adapter import SlurmAdapter
 from gpufair.adapters.slurm.transport import FileTransport
+from gpufair.cli.output import seed
 from gpufair.core.config import Config, load_config
 from gpufair.core.round import RoundResult
 from gpufair.errors import InputError
@@ -43,7 +44,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                      "(comma-separated; default: [slurm] managed_partitions)")
     dry.add_argument("--config", help="gpufair.toml: the daemon's policy, options, guards")
     dry.add_argument("--policy", help="override [daemon] policy")
-    dry.add_argument("--seed", type=int, help="override [daemon] seed")
+    dry.add_argument("--seed", type=seed, help="override [daemon] seed")
     dry.add_argument("--store", help="start from (a copy of) the daemon's state store")
     dry.add_argument("--json", action="store_true",
                      help="one JSON object: the decisions, actions and held-back actions")
@@ -91,8 +92,11 @@ def run(args: argparse.Namespace) -> int:
         Decision(j.id, j.tenant, j.state.value, j.gpus, _nodes(j.gpus_held), "left to Slurm",
                  "", "not held by gpufair (unmanaged partition or released already)")
         for j in left]
-    render = render_json if args.json else render_table
-    print(render(daemon.policy.name, result, rows))
+    if args.json:   # what could not be read is on stderr too (the adapter's warnings)
+        skipped = slurm.last_view.problems if slurm and slurm.last_view else ()
+        print(render_json(daemon.policy.name, result, rows, skipped))
+    else:
+        print(render_table(daemon.policy.name, result, rows))
     return 0
 
 
@@ -187,7 +191,8 @@ def _nodes(gpu_ids: tuple[str, ...]) -> str:
     return ",".join(f"{n}:{c}" for n, c in counts.items())
 
 
-def render_json(policy: str, result: RoundResult, rows: list[Decision]) -> str:
+def render_json(policy: str, result: RoundResult, rows: list[Decision],
+                skipped: Sequence[str] = ()) -> str:
     state: ClusterState = result.state
     data = {"policy": policy, "time_s": state.time_s, "reason": result.plan.reason,
             "gpus": state.gpu_count(), "jobs": [row.__dict__ for row in rows],
@@ -195,8 +200,9 @@ def render_json(policy: str, result: RoundResult, rows: list[Decision]) -> str:
                          "gpu_ids": list(getattr(a, "gpu_ids", ()))}
                         for a, k in zip(result.actions, result.keys, strict=True)],
             "deferred": [{"kind": type(d.action).__name__, "job_id": d.action.job_id,
-                          "reason": d.reason} for d in result.deferred]}
-    return json.dumps(data, sort_keys=True, indent=2)
+                          "reason": d.reason} for d in result.deferred],
+            "skipped": list(skipped)}
+    return json.dumps(data, sort_keys=True, indent=2, allow_nan=False)
 
 
 def render_table(policy: str, result: RoundResult, rows: list[Decision]) -> str:

@@ -9,12 +9,20 @@ import importlib.metadata
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
 
 from gpufair.cli import config as config_cli
 from gpufair.cli import dry_run, profile, simulate, slurm
-from gpufair.errors import InputError, RefusedToStart
+from gpufair.errors import EXIT_INPUT, InputError, RefusedToStart
 
-EXIT_INPUT = 2
+
+class OneLineErrors(argparse.ArgumentParser):
+    """A wrong command line is bad input like any other: one line on stderr, exit 2 (not
+    argparse's usage block, which buries the message under the synopsis)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 class HelpWithDefaults(argparse.RawDescriptionHelpFormatter):
@@ -38,7 +46,7 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpufair", description=__doc__)
+    parser = OneLineErrors(prog="gpufair", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="log at INFO (solver fallbacks, skipped inputs) on stderr")
     parser.add_argument("--version", action="version", version=f"gpufair {version()}")
@@ -62,6 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RefusedToStart as exc:
         print(f"gpufair: error: {exc}", file=sys.stderr)
         return 1
+    except RecursionError:   # JSON or TOML nested deeper than a reader without its own check
+        files = [v for v in vars(args).values() if isinstance(v, str) and Path(v).is_file()]
+        print(f"gpufair: error: {', '.join(files) or 'input'}: nested too deeply to read "
+              "(lists or tables inside each other thousands of levels deep)", file=sys.stderr)
+        return EXIT_INPUT
 
 
 if __name__ == "__main__":  # pragma: no cover

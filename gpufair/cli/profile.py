@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from collections.abc import Sequence
 
+from gpufair.cli.output import dumps
 from gpufair.errors import InputError
 from gpufair.profiler.parsers import BY_NAME
 from gpufair.profiler.profiler import profile_file
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(path, "no such log file")
         report = profile_file(path, args.format)
         if args.json:
-            print(json.dumps({"log": path, **report.as_dict()}, sort_keys=True))
+            print(dumps({"log": path, **report.as_dict()}, sort_keys=True))
         rows.append((path, report))
     if not args.json:
         print(render(rows))

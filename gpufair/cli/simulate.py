@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 from collections.abc import Sequence
-from typing import Any
 
+from gpufair.cli.output import dumps, seed
 from gpufair.core.config import DEFAULT_ROUND_S
 from gpufair.core.simulation import SimulationReport, SimulationSpec, simulate
 from gpufair.data import listing, resolve
+from gpufair.errors import InputError
 from gpufair.policy.registry import available_policies
 
 
@@ -41,7 +40,7 @@ def _sim_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus-per-server", help="N, or TYPE:N,... (default 1)")
     parser.add_argument("--round", type=float, default=DEFAULT_ROUND_S, dest="round_s",
                         help=f"round length in seconds (default {DEFAULT_ROUND_S:g})")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=seed, default=0,
                         help="seed of the policy's random choices (same seed, same result)")
     parser.add_argument("--semantics", choices=("artifact", "clean"), default="clean",
                         help="artifact: the Shockwave/Gavel simulator's exact behaviour, to "
@@ -53,6 +52,14 @@ def _sim_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_policies(args: argparse.Namespace, names: list[str]) -> int:
+    if not names:
+        raise InputError("--policies", "name at least one policy (comma-separated)",
+                         field="policies", value=args.policies)
+    for option, value in (("cluster", args.cluster), ("gpus_per_server",
+                                                      args.gpus_per_server)):
+        if value is not None and not value.strip():   # "" would quietly mean the default
+            raise InputError(f"--{option.replace('_', '-')}", "must not be empty",
+                             field=option, value=value)
     reports = []
     for name in names:
         spec = SimulationSpec(trace=resolve(args.trace), throughputs=resolve(args.throughputs),
@@ -62,20 +69,10 @@ def run_policies(args: argparse.Namespace, names: list[str]) -> int:
         report = simulate(spec, progress=False if args.no_progress else None)
         reports.append(report)
         if args.json:
-            print(json.dumps(_jsonable(report.as_dict()), sort_keys=True))
+            print(dumps(report.as_dict(), sort_keys=True))
     if not args.json:
         print(render_table(reports))
     return 0
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 _ROWS = [
