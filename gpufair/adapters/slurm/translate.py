@@ -224,7 +224,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
     """
     problems: list[str] = []
     managed = set(managed_partitions)
-    nodes, hosts = _nodes(nodes_doc, managed, problems, source)
+    nodes, hosts, unreadable = _nodes(nodes_doc, managed, problems, source)
     site = _site(nodes_doc, {n.name for n in nodes})
     known = {n.name: n for n in nodes}
     blocked: set[str] = set()
@@ -270,6 +270,12 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
         job, info = p.job, p.info
         if info.raw_state == "COMPLETING":
             settling.append(job.id)
+            blocked.update(info.nodes)
+            continue
+        if lost := sorted(unreadable.intersection(info.nodes)):
+            # what it holds there cannot be told: no action on it, none on its GPUs
+            problems.append(f"{p.where}: skipped: runs on node {', '.join(lost)} whose record "
+                            "could not be read; left as it is, its nodes held back")
             blocked.update(info.nodes)
             continue
         if any(n not in known for n in info.nodes) and job.gpus_held:
@@ -511,8 +517,9 @@ def _drop_conflicts(parsed: list[_Parsed], problems: list[str], blocked: set[str
 
 
 def _nodes(doc: Mapping[str, Any], managed: set[str], problems: list[str], source: str
-           ) -> tuple[list[Node], dict[str, str]]:
-    """The GPU nodes, and the host name ``%N`` expands to on each node where it is known."""
+           ) -> tuple[list[Node], dict[str, str], set[str]]:
+    """The GPU nodes, the host name ``%N`` expands to on each node where it is known, and
+    the names of node records that could not be read (the jobs on them are left alone)."""
     records = _records(doc, "nodes")
     if records is None:
         problems.append(f"{source}: the nodes document has no 'nodes' list")
@@ -521,6 +528,7 @@ def _nodes(doc: Mapping[str, Any], managed: set[str], problems: list[str], sourc
                     if isinstance(raw, Mapping) and isinstance(raw.get("name"), str))
     nodes: list[Node] = []
     hosts: dict[str, str] = {}
+    unreadable: set[str] = set()
     for i, raw in enumerate(records):
         name = raw.get("name") if isinstance(raw, Mapping) else None
         if not isinstance(name, str) or not name:
@@ -533,6 +541,7 @@ def _nodes(doc: Mapping[str, Any], managed: set[str], problems: list[str], sourc
         where = f"{source}: node {name}"
         if names[raw["name"]] > 1:
             problems.append(f"{where}: skipped: listed {names[raw['name']]} times")
+            unreadable.add(name)
             continue
         try:
             node = _node(raw, name, managed, where, problems)
@@ -543,10 +552,11 @@ def _nodes(doc: Mapping[str, Any], managed: set[str], problems: list[str], sourc
                 hosts[name] = name
         except Exception as exc:  # one record must never stop a round
             problems.append(f"{where}: skipped: {_describe(exc)}")
+            unreadable.add(name)
             continue
         if node is not None:
             nodes.append(node)
-    return nodes, hosts
+    return nodes, hosts, unreadable
 
 
 def _node(raw: Mapping[str, Any], name: str, managed: set[str], where: str,

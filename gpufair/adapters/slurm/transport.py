@@ -87,6 +87,8 @@ def _parse_document(text: str, what: str, key: str) -> dict[str, Any]:
         doc = json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
         raise TransportError(f"{what}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    except RecursionError:
+        raise TransportError(f"{what}: JSON nested too deeply to read") from None
     if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
         raise TransportError(f"{what}: no {key!r} list in the reply")
     errors = doc.get("errors") or []
@@ -250,6 +252,9 @@ class RestTransport:
         except json.JSONDecodeError as exc:
             raise TransportError(f"slurmrestd {path}: HTTP {resp.status}, not JSON: "
                                  f"{text[:200]!r}") from exc
+        except RecursionError:
+            raise TransportError(f"slurmrestd {path}: JSON nested too deeply to read"
+                                 ) from None
         return resp.status, doc if isinstance(doc, dict) else {}
 
     def _read(self, path: str, key: str) -> dict[str, Any]:
