@@ -115,6 +115,8 @@ def _number(cols: list[str], layout: dict[str, int], name: str, kind: type, sour
     text = cols[layout[name]].strip()
     lo, hi, unit = _RANGES[name]
     try:
+        if not text.isascii() or "_" in text:   # float() takes "١٢" and "1_0": a trace not
+            raise ValueError                     # written by a program
         number = float(text)
     except ValueError:
         raise InputError(source, f"expected {'a number' if kind is float else 'an integer'}",
