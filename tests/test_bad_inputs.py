@@ -25,14 +25,16 @@ def test_corpus_case(name: str, tmp_path: Path) -> None:
 
 def test_the_corpus_is_what_make_corpus_writes(tmp_path: Path) -> None:
     """The committed files and manifest are the script's output (edit the script)."""
-    before = {p.relative_to(HERE): p.read_bytes() for p in Path(HERE).rglob("*")
-              if p.is_file() and ("files" in p.parts or p.name == "cases.toml")}
-    subprocess.run([sys.executable, str(Path(HERE) / "make_corpus.py")], check=True,
-                   capture_output=True)
-    after = {p.relative_to(HERE): p.read_bytes() for p in Path(HERE).rglob("*")
-             if p.is_file() and ("files" in p.parts or p.name == "cases.toml")}
-    assert before.keys() == after.keys()
-    assert [k for k in before if before[k] != after[k]] == []
+    subprocess.run([sys.executable, str(Path(HERE) / "make_corpus.py"), str(tmp_path)],
+                   check=True, capture_output=True)
+
+    def tree(root: Path) -> dict[Path, bytes]:
+        return {p.relative_to(root): p.read_bytes() for p in root.rglob("*")
+                if p.is_file() and ("files" in p.relative_to(root).parts
+                                    or p.name == "cases.toml")}
+    committed, written = tree(Path(HERE)), tree(tmp_path)
+    assert committed.keys() == written.keys()
+    assert [k for k in committed if committed[k] != written[k]] == []
 
 
 @pytest.mark.parametrize(("result_kwargs", "verdict"), [

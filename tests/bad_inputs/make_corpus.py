@@ -6,13 +6,14 @@ valid inputs by named mutations, so that every case differs from a working input
 the way its name says. The output is committed; ``test_bad_inputs.py`` checks that running
 this script again changes nothing (edit this script, not the files).
 
-    python tests/bad_inputs/make_corpus.py
+    python tests/bad_inputs/make_corpus.py [OUT_DIR]
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -495,7 +496,9 @@ def hook_cases() -> None:
             case(f"hook-{kind}-{slug}", ["hook", kind], 0, env={**spool, **env})
 
 
-def write() -> None:
+def write(out: Path = HERE) -> None:
+    """The files under ``out/files`` and ``out/cases.toml`` (``out``: this directory, or a
+    scratch one to compare with it)."""
     for maker in (trace_cases, throughput_cases, config_cases, snapshot_cases, slurm_cases,
                   argument_cases, profile_cases, hook_cases):
         maker()
@@ -503,12 +506,12 @@ def write() -> None:
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:
         raise SystemExit(f"duplicate case names: {sorted(duplicates)}")
-    shutil.rmtree(HERE / "files", ignore_errors=True)
+    shutil.rmtree(out / "files", ignore_errors=True)
     for rel, data in FILES.items():
-        path = HERE / "files" / rel
+        path = out / "files" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-    (HERE / "cases.toml").write_text(render(CASES), encoding="utf-8")
+    (out / "cases.toml").write_text(render(CASES), encoding="utf-8")
 
 
 def render(cases: list[dict[str, Any]]) -> str:
@@ -531,5 +534,5 @@ def render(cases: list[dict[str, Any]]) -> str:
 
 
 if __name__ == "__main__":
-    write()
+    write(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)
     print(f"{len(CASES)} cases, {len(FILES)} files")
