@@ -69,8 +69,9 @@ sampling misses runs shorter than that (a bypass that runs < 2 s is not seen); t
 reader and the LAS thresholds (``[240, 960]`` GPU-s, so that 20-240 s jobs do get
 preempted) are the bench's choices; the run measures the working tree as it is, and the
 daemon re-imports it at every restart, so edits made during a run take effect at the next
-SIGKILL (the git state at both ends is in the JSON). Jobs reach gpufair at its next round:
-a submission is no hook event, so on an idle cluster a new job may wait up to round_s.
+SIGKILL (the git state at both ends is in the JSON). A submission is no hook event: the
+daemon's poll (``[daemon] poll_s``, 5 s) notices it, and GPUs the plan leaves idle go to
+waiting jobs that fit (``fill_idle``), so Slurm alone has no head start there.
 """
 
 from __future__ import annotations

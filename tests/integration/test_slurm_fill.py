@@ -1,0 +1,53 @@
+"""Issue 12, item 18 on the real loopback Slurm: a submission is no hook event, yet a job
+that fits idle GPUs must not wait for the next timer round (it used to wait up to round_s)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from slurm_cluster import Cluster, start_daemon, write_config
+
+from gpufair.plugin.store import Store
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_submission_onto_idle_gpus_starts_long_before_the_timer_round(cluster: Cluster,
+                                                                         tmp_path: Path):
+    store_path = tmp_path / "state.db"
+    config = write_config(tmp_path / "gpufair.toml", cluster, store_path, policy="las",
+                          round_s=600, poll_s=1, event_min_interval_s=1)
+    daemon = start_daemon(cluster, config, tmp_path / "daemon.log")
+    try:
+        cluster.wait_for("the daemon's first round",
+                         lambda: store_path.exists() and _rounds(store_path) >= 1, 60)
+        submitted = time.monotonic()
+        job = cluster.sbatch("late", tmp_path, gpus_per_node=2, steps=40, step_s=0.5)
+        cluster.wait_for(f"job {job} RUNNING",
+                         lambda: cluster.jobs()[job]["job_state"] == "RUNNING", 30)
+        waited = time.monotonic() - submitted
+    finally:
+        _stop(daemon)
+    # the timer round is 600 s away: only the poll can have started it
+    assert waited < 30, waited
+    starts = [e for e in Store(store_path).journal() if e.action.job_id == job]
+    assert [type(e.action).__name__ for e in starts] == ["Start"]
+    assert starts[0].status == "done"
+
+
+def _rounds(store_path: Path) -> int:
+    store = Store(store_path)
+    try:
+        return int(store.db.execute("SELECT count(*) FROM rounds").fetchone()[0])
+    finally:
+        store.close()
