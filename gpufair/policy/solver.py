@@ -359,7 +359,8 @@ _FALLBACK_LOCK = threading.Lock()
 
 
 def _log_fallback_once(key: str, reason: str) -> None:
-    """Warn about a fallback to HiGHS once per process and reason.
+    """Log a fallback to HiGHS once per process and reason, at INFO: it is expected (the pip
+    licence is size-limited), so it must not alarm users the way a WARNING does.
 
     The scheduler solves every round, often with the same model size; a warning per solve
     would flood the log with the same line, while one line per reason keeps the fact visible.
@@ -368,7 +369,7 @@ def _log_fallback_once(key: str, reason: str) -> None:
         if key in _FALLBACK_LOGGED:
             return
         _FALLBACK_LOGGED.add(key)
-    logger.warning("%s; using HiGHS instead (logged once per process)", reason)
+    logger.info("%s; using HiGHS instead (logged once per process)", reason)
 
 
 def reset_fallback_log() -> None:
