@@ -1,4 +1,8 @@
-"""Shared fixtures: the shared data directory beside the repo, and small builders."""
+"""Shared fixtures: the data bundled in the package (gpufair/data), and small builders.
+
+The tests read the same files an installed gpufair ships, so they run (and compare with the
+artifact's recorded results) on a bare checkout or install, with nothing beside the repo.
+"""
 
 from __future__ import annotations
 
@@ -8,35 +12,24 @@ import pytest
 
 from gpufair.adapters.simulator.throughputs import Throughputs, load_throughputs
 from gpufair.adapters.simulator.trace import TraceJob, load_trace
+from gpufair.data import data_dir
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-CANONICAL_TRACE = SHARED_DATA / "shockwave_120jobs_32gpus.trace"
-TACC = SHARED_DATA / "tacc_throughputs.json"
-BUNDLED = REPO / "gpufair" / "data"
-
-
-def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"shared data not found: {path}")
-    return path
+BUNDLED = data_dir()
+CANONICAL_TRACE = BUNDLED / "shockwave_120jobs_32gpus.trace"
+TACC = BUNDLED / "tacc_throughputs.json"
 
 
 @pytest.fixture(scope="session")
 def canonical_trace() -> list[TraceJob]:
-    return load_trace(_need(CANONICAL_TRACE))
+    return load_trace(CANONICAL_TRACE)
 
 
 @pytest.fixture(scope="session")
 def tacc() -> Throughputs:
-    return load_throughputs(_need(TACC))
+    return load_throughputs(TACC)
 
 
 @pytest.fixture(scope="session")
-def bundled_throughputs() -> Throughputs:
-    return load_throughputs(BUNDLED / "tacc_throughputs_v100.json")
-
-
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    return _need(SHARED_DATA)
+def bundled_data() -> Path:
+    return BUNDLED

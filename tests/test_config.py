@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from gpufair.cli.main import main
 from gpufair.core.config import Config, config_from_dict, load_config, schema_rows
+from gpufair.data import data_dir
 from gpufair.errors import InputError
 from gpufair.policy.registry import available_policies, create_policy
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data"
 
 
 @pytest.mark.parametrize(("data", "needle"), [
@@ -96,9 +96,8 @@ def test_one_policy_config_for_every_command():
     assert Config().policy_config("max_min", default_backend="ecos").solver_backend == "ecos"
 
 
-@pytest.mark.skipif(not (SHARED / "tacc_32gpus.json").exists(), reason="needs ../shared/data")
 def test_artifact_json_is_the_running_policys_options():
-    config = load_config(SHARED / "tacc_32gpus.json")
+    config = load_config(data_dir() / "tacc_32gpus.json")
     policy = create_policy("shockwave", config.policy_config("shockwave"))
     assert policy.settings.window_rounds == 20 and policy.settings.ftf_exponent == 12.0
     with pytest.raises(InputError, match=r"tacc_32gpus\.json: field 'policies\.themis\.future"):

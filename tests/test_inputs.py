@@ -30,10 +30,10 @@ def test_parse_three_formats():
     assert (j7.total_steps, j7.arrival_s, j7.scale_factor) == (246378, 0.0, 8)
 
 
-def test_shipped_traces_load(canonical_trace, shared_data):
+def test_shipped_traces_load(canonical_trace, bundled_data):
     assert len(canonical_trace) == 120
     assert sum(j.scale_factor for j in canonical_trace) == 92 + 40 + 32
-    msr = load_trace(shared_data / "gavel_msr" / "51b7ef.trace")
+    msr = load_trace(bundled_data / "gavel_msr_51b7ef.trace")
     assert len(msr) == 18
 
 

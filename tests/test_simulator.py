@@ -102,11 +102,11 @@ def test_generated_trace_round_trips_and_is_seeded(canonical_trace):
 
 @pytest.mark.parametrize("policy", ["fifo", "srtf", "las", "max_min", "max_sum_throughput",
                                     "min_total_duration"])
-def test_every_policy_finishes_a_heterogeneous_msr_trace(shared_data, policy):
+def test_every_policy_finishes_a_heterogeneous_msr_trace(bundled_data, policy):
     from gpufair.adapters.simulator.throughputs import load_throughputs
     from gpufair.adapters.simulator.trace import load_trace
-    sim = TraceSimulator(load_trace(shared_data / "gavel_msr" / "51b7ef.trace"),
-                         load_throughputs(shared_data / "gavel_simulator_throughputs.json"),
+    sim = TraceSimulator(load_trace(bundled_data / "gavel_msr_51b7ef.trace"),
+                         load_throughputs(bundled_data / "gavel_simulator_throughputs.json"),
                          parse_cluster_spec("v100:8,p100:8,k80:8", "8"), CLEAN, 360.0)
     out = run(sim, policy)
     assert len(out) == 17 and len(sim.dropped) == 1

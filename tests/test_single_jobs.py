@@ -1,4 +1,5 @@
-"""One job alone on 32 V100: completion times recorded from the unmodified artifact (§1.4)."""
+"""One job alone on 32 V100: completion times recorded from the unmodified artifact (§1.4),
+as shipped in gpufair/data/artifact_results.json."""
 
 from __future__ import annotations
 
@@ -11,19 +12,14 @@ from gpufair.adapters.simulator.engine import TraceSimulator
 from gpufair.adapters.simulator.semantics import ARTIFACT, CLEAN
 from gpufair.core.round import Round
 from gpufair.core.simulation import run_to_end
+from gpufair.data import artifact_results
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 
-# trace line -> (completion s, final batch size, failed out)
-ARTIFACT_RUNS = {
-    0: (1182.612, 20, False),
-    1: (2883.253, 256, False),
-    2: (13461.896, 64, False),
-    22: (4562.369, 80, False),
-    25: (719.995, 512, False),
-    35: (4913.598, 128, True),
-    113: (1174.100, 256, False),
-}
+RECORDED = artifact_results()["single_jobs"]["jobs"]
+LINES = sorted(int(line) for line in RECORDED)
+# trace line -> the batch size the job holds when it leaves
+FINAL_BATCH = {0: 20, 1: 256, 2: 64, 22: 80, 25: 512, 35: 128, 113: 256}
 
 
 def run_alone(trace_job, throughputs, semantics, policy="max_min"):
@@ -35,15 +31,15 @@ def run_alone(trace_job, throughputs, semantics, policy="max_min"):
     return sim
 
 
-@pytest.mark.parametrize("line", sorted(ARTIFACT_RUNS))
+@pytest.mark.parametrize("line", LINES)
 @pytest.mark.parametrize("policy", ["max_min", "fifo"])
 def test_artifact_single_job_completion(canonical_trace, tacc, line, policy):
-    finish, batch, failed = ARTIFACT_RUNS[line]
+    recorded = RECORDED[str(line)]
     sim = run_alone(canonical_trace[line], tacc, ARTIFACT, policy)
     (outcome,) = sim.outcomes()
-    assert outcome.finish_s == pytest.approx(finish, abs=5e-4)
-    assert sim.jobs[0].batch == batch
-    assert outcome.failed is failed
+    assert outcome.finish_s == pytest.approx(recorded["completion_s"], abs=5e-4)
+    assert sim.jobs[0].batch == FINAL_BATCH[line]
+    assert outcome.failed is recorded["failed"]
 
 
 def test_job35_fails_five_rounds_then_leaves(canonical_trace, tacc):
@@ -52,7 +48,7 @@ def test_job35_fails_five_rounds_then_leaves(canonical_trace, tacc):
     assert job.failed_out and job.failures == 5
 
 
-@pytest.mark.parametrize("line", sorted(ARTIFACT_RUNS))
+@pytest.mark.parametrize("line", LINES)
 def test_clean_single_job_finishes_near_isolated_time(canonical_trace, tacc, line):
     """Clean semantics: no failure path, exact sample conversion, one 20 s start cost."""
     sim = run_alone(canonical_trace[line], tacc, CLEAN)
