@@ -71,7 +71,9 @@ def test_megatron_ramp_eval_and_requeue() -> None:
     assert report.family == "megatron"
     assert (report.iterations_done, report.iterations_total) == (90, 200)
     assert report.restarts == 1 and report.eval_samples == 1
-    assert [r["batch_size"] for r in report.regimes] == [32, 64]
+    # the requeue starts a segment of its own (issue 14): the reading is the last one's
+    assert [(r["batch_size"], r["cause"]) for r in report.regimes] == [
+        (32, "start"), (64, "batch_size"), (64, "restart")]
     assert report.regimes[0]["iter_time_s"] == pytest.approx(1.0, rel=0.01)
     assert report.iter_time_s == pytest.approx(2.0, rel=0.01)
     assert report.lines["ignored"] >= 2  # srun's stderr lines

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gpufair.profiler.robust import MAX_VALUE, Estimate, robust_mean
+from gpufair.profiler.robust import MAX_VALUE, Estimate, steady_mean
 
 WINDOW = 128
 
@@ -28,23 +28,27 @@ class Regime:
     values: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     weights: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     cause: str = "start"
+    seen: int = 0  # values ever added: the window still starts at the regime's start while
+    # seen == len(values) (``steady_mean``'s warm-up trimming)
     _cached: Estimate | None = None
     _stale: int = 0
 
     def add(self, value: float, weight: float) -> None:
         self.values.append(value)
         self.weights.append(weight)
+        self.seen += 1
         self._stale += 1
 
     def estimate(self) -> Estimate | None:
-        """Robust mean of the window; recomputed only after enough new values.
+        """Steady-state mean of the window (``robust.steady_mean``); recomputed only after
+        enough new values.
 
         A sort of the window per sample would dominate parsing; the estimate moves little
         with one more value, so it is refreshed after max(4, half the window) new ones
         (``final_estimate`` refreshes at once, for reports).
         """
         if self._due():
-            self._cached = robust_mean(list(self.values), list(self.weights))
+            self._cached = self._steady()
             self._stale = 0
         return self._cached
 
@@ -53,9 +57,13 @@ class Regime:
         return bool(self._stale) and (self._cached is None
                                       or self._stale >= max(4, len(self.values) // 2))
 
+    def _steady(self) -> Estimate | None:
+        return steady_mean(list(self.values), list(self.weights),
+                           self.seen == len(self.values))
+
     def final_estimate(self) -> Estimate | None:
         if self._stale:
-            self._cached = robust_mean(list(self.values), list(self.weights))
+            self._cached = self._steady()
             self._stale = 0
         return self._cached
 
@@ -64,6 +72,7 @@ class Regime:
         return {"start_step": self.start_step, "end_step": self.end_step,
                 "batch_size": self.batch_size, "cause": self.cause,
                 "iter_time_s": None if est is None else est.value,
+                "pauses_dropped": 0 if est is None else est.rejected,
                 "samples_per_s": (self.batch_size / est.value
                                   if est is not None and self.batch_size else None)}
 
@@ -91,6 +100,15 @@ class RegimeTracker:
         else:
             cur.end_step = max(cur.end_step, step)
 
+    def restart(self, step: int) -> None:
+        """The job restarted (requeue, resume): a new segment, whose speed is what counts
+        now (another node, another world size); the batch size carries over until the log
+        states another."""
+        cur = self.current
+        self._pending.clear()
+        if cur is not None and cur.values:
+            self.regimes.append(Regime(step, step, cur.batch_size, cause="restart"))
+
     def observe_time(self, step: int, seconds: float, weight: float = 1.0) -> None:
         """One iteration time. Called once per timed log line, so the common path (the
         regime's cached estimate is fresh and the value is near it) is written inline."""
@@ -107,6 +125,7 @@ class RegimeTracker:
             return
         cur.values.append(seconds)
         cur.weights.append(weight)
+        cur.seen += 1
         cur._stale += 1
 
     def observe_times(self, steps: Any, values: Any, weights: Any = None) -> np.ndarray:
@@ -156,6 +175,8 @@ class RegimeTracker:
         but a run whose values are in band whatever the estimate (``_Deferred``) does not
         need it, so it is computed only for a run that does, and for the last refresh.
         """
+        if self._pending:  # held values: the next one decides their fate (``_shifted``)
+            return i
         n = len(values)
         have = len(cur.values)
         if have < self.confirm:  # too few values to judge a shift: they all join
@@ -185,8 +206,6 @@ class RegimeTracker:
                 outside = ~(np.abs(ahead - est.value) <= self.shift * est.value)
                 run = int(outside.argmax()) if outside.any() else len(ahead)
             if run:
-                if self._pending:
-                    self._pending.clear()
                 _join(cur, steps[i:i + run], values[i:i + run],
                       None if weights is None else weights[i:i + run])
                 i += run
@@ -201,7 +220,9 @@ class RegimeTracker:
         """Hold values far from the regime; open a new regime once ``confirm`` agree."""
         est = cur.estimate()
         if est is None or abs(seconds - est.value) <= self.shift * est.value:
-            if self._pending:
+            if self._pending:  # no shift after all: they were this regime's slow iterations
+                for _, v, w in self._pending:
+                    cur.add(v, w)
                 self._pending.clear()
             return False
         self._pending.append((step, seconds, weight))
@@ -224,6 +245,7 @@ def _join(cur: Regime, steps: np.ndarray, values: np.ndarray, weights: np.ndarra
     cur.values.extend(tail)
     cur.weights.extend([1.0] * len(tail) if weights is None else weights[-WINDOW:].tolist())
     cur._stale += len(values)
+    cur.seen += len(values)
     top = int(steps.max())
     if top > cur.end_step:
         cur.end_step = top
@@ -244,6 +266,7 @@ class _Deferred:
     weights: list[float]
     low: float
     high: float
+    from_start: bool
 
     @classmethod
     def of(cls, cur: Regime) -> _Deferred | None:
@@ -256,7 +279,7 @@ class _Deferred:
         low, high, total = min(values), max(values), sum(values)
         if not (low > 0 and high <= MAX_VALUE and total == total):  # (no NaN either)
             return None
-        return cls(values, weights, low, high)
+        return cls(values, weights, low, high, cur.seen == len(values))
 
     def surely_in_band(self, ahead: np.ndarray, shift: float) -> bool:
         """Whether every value is within ``shift`` of every estimate in the range.
@@ -271,7 +294,7 @@ class _Deferred:
 
     def settle(self, cur: Regime) -> None:
         """Compute the deferred estimate (the values joined since stay counted as stale)."""
-        cur._cached = robust_mean(self.values, self.weights)
+        cur._cached = steady_mean(self.values, self.weights, self.from_start)
 
 
 def _until_due(stale: int, have: int) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -30,8 +31,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from gpufair.profiler.events import EVAL, LineStats, Sample, Samples
-from gpufair.profiler.regimes import RegimeTracker
-from gpufair.profiler.robust import Estimate, robust_mean
+from gpufair.profiler.regimes import WINDOW, RegimeTracker
+from gpufair.profiler.robust import Estimate, steady_mean
 
 RECENT = 16
 # A stretch of a batch shorter than this is walked row by row: numpy's fixed cost per call
@@ -116,6 +117,9 @@ class Accumulator:
         self._warmup_spi: float | None = None
         self._report = JobReport(family=None)
         self._fresh: list[tuple[int, float]] = []
+        # stated samples/s of rows without a batch size (throughput-only logs): the reading
+        # in samples/s when no time per iteration can be had
+        self._rates: deque[float] = deque(maxlen=WINDOW)
 
     def seed(self, last_step: int) -> None:
         """Resume after a daemon restart: the step the previous process had reached."""
@@ -152,6 +156,8 @@ class Accumulator:
             if s.phase == EVAL:
                 rep.eval_samples += 1
                 continue
+            if s.samples_per_s is not None and s.batch_size is None:
+                self._rates.append(s.samples_per_s)
             if s.loss is not None:
                 rep.loss = s.loss
             if s.epoch is not None:
@@ -222,6 +228,7 @@ class Accumulator:
                     self._report.duplicates += 1
                     return False
             self._report.restarts += 1
+            self.regimes.restart(step)
             self._segment_samples = 0
             self._recent.clear()
             self._period = None
@@ -303,6 +310,9 @@ class Accumulator:
     def _note_stated(self, samples: Samples, rows: slice) -> None:
         """Loss, epoch and totals: the last value stated by any train row, copies too."""
         rep = self._report
+        rates = samples.samples_per_s[rows]
+        self._rates.extend(rates[~np.isnan(rates) & np.isnan(samples.batch_size[rows])]
+                           [-WINDOW:].tolist())
         for column, name, integer in (("loss", "loss", False), ("epoch", "epoch", False),
                                       ("total_epochs", "epochs_total", True),
                                       ("total_steps", "iterations_total", True)):
@@ -458,10 +468,10 @@ class Accumulator:
         """
         fresh, self._fresh = self._fresh, []
         cur = self.regimes.current
-        if cur is not None and cur.cause == "batch_size":
+        if cur is not None and cur.cause in ("batch_size", "restart"):
             current = len(self.regimes.regimes)
-            return robust_mean([v for r, v in fresh if r == current])
-        return robust_mean([v for _, v in fresh])
+            return steady_mean([v for r, v in fresh if r == current])
+        return steady_mean([v for _, v in fresh])
 
     @property
     def batch_regimes(self) -> int:
@@ -482,7 +492,8 @@ class Accumulator:
         if window is not None:
             values.append(window[0])
             weights.append(float(window[1]))
-        if values and (est := robust_mean(values, weights)) is not None:
+        from_start = cur is not None and cur.seen == len(cur.values)
+        if values and (est := steady_mean(values, weights, from_start)) is not None:
             return est, "window"
         if self._warmup_spi is not None:
             return Estimate(self._warmup_spi, 1, 0, 1.0), "warmup"
@@ -502,10 +513,22 @@ class Accumulator:
             rep.timed_samples = est.n
             if rep.batch_size:
                 rep.samples_per_s = rep.batch_size / est.value
+        elif self._rates:
+            rep.samples_per_s = _mean_rate(list(self._rates))
         rep.regimes = [r.as_dict(exact) for r in self.regimes.regimes]
         if stats is not None:
             rep.lines = stats.as_dict()
         return JobReport(*_REPORT_FIELDS(rep))  # a snapshot: later rounds update ``rep``
+
+
+def _mean_rate(rates: list[float]) -> float | None:
+    """Samples/s at the mean cost of a step: the harmonic mean of the stated rates (a
+    rate is samples over a step's time; the mean of times, not of rates, is the cost),
+    the first left out as warm-up when there are others, rare pauses dropped as for
+    times (``steady_mean`` on the times per sample)."""
+    kept = rates[1:] if len(rates) > 1 else rates
+    est = steady_mean([1.0 / r for r in kept if r > 0])
+    return None if est is None else 1.0 / est.value
 
 
 # -- the columns of a batch ---------------------------------------------------------------
