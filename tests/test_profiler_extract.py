@@ -143,7 +143,9 @@ def test_context_carries_across_chunks() -> None:
     stream.feed(b"Epoch 3/10\n")
     samples = stream.feed(b"5/20 \xe2\x94\x81\xe2\x94\x81 1s 10ms/step - loss: 1.0\n")
     assert samples.step.tolist() == [2 * 20 + 5] and samples.total_steps.tolist() == [200]
-    assert stream.state()["context"] == {"epoch": 2, "epochs": 10}
+    # "bars": a bar in progress was seen, so epoch-end lines are the end of a period, not
+    # an epoch's mean on their own (a file log's, issue 14)
+    assert stream.state()["context"] == {"epoch": 2, "epochs": 10, "bars": 1}
 
 
 def test_context_is_kept_per_log_in_a_batch() -> None:

@@ -86,7 +86,10 @@ class Fields:
         last_of_log = np.append(logs[1:] != logs[:-1], True)
         for log, value in zip(logs[last_of_log].tolist(), values[rows[last_of_log]].tolist(),
                               strict=True):
-            self.contexts[log][key] = int(value)
+            if value != value:  # NaN: nothing to carry on (a pause, see fairseq)
+                self.contexts[log].pop(key, None)
+            else:
+                self.contexts[log][key] = int(value) if value.is_integer() else value
 
     def carry(self, values: np.ndarray, key: str) -> np.ndarray:
         """Each row's latest stated (non-NaN) value within its log, the log's context before

@@ -9,17 +9,25 @@ from __future__ import annotations
 
 from gpufair.profiler.parsers.base import Parser
 from gpufair.profiler.parsers.deepspeed import DeepSpeedParser
+from gpufair.profiler.parsers.detectron2 import Detectron2Parser
+from gpufair.profiler.parsers.fairseq import FairseqParser
 from gpufair.profiler.parsers.hf_trainer import HfTrainerParser
 from gpufair.profiler.parsers.keras import KerasParser
 from gpufair.profiler.parsers.lightning import LightningParser
+from gpufair.profiler.parsers.litgpt import LitGptParser
+from gpufair.profiler.parsers.maskrcnn_benchmark import MaskRcnnBenchmarkParser
 from gpufair.profiler.parsers.megatron import MegatronParser
+from gpufair.profiler.parsers.meters import MetersParser
+from gpufair.profiler.parsers.mmcv import MmcvParser
+from gpufair.profiler.parsers.paddle import PaddleParser
 from gpufair.profiler.parsers.pytorch import PyTorchParser
 from gpufair.profiler.parsers.reporter_jsonl import ReporterParser
 from gpufair.profiler.parsers.tensorflow import TensorFlowParser
 
 FAMILIES: tuple[type[Parser], ...] = (
     ReporterParser, MegatronParser, DeepSpeedParser, HfTrainerParser, LightningParser,
-    KerasParser, TensorFlowParser, PyTorchParser,
+    KerasParser, TensorFlowParser, Detectron2Parser, MaskRcnnBenchmarkParser, MmcvParser,
+    FairseqParser, LitGptParser, PaddleParser, PyTorchParser, MetersParser,
 )
 BY_NAME: dict[str, type[Parser]] = {p.family: p for p in FAMILIES}
 

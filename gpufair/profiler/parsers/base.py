@@ -20,6 +20,29 @@ import numpy as np
 from gpufair.profiler.events import INTEGERS, LineStats, Samples
 from gpufair.profiler.extract import Extractor, Fields
 
+# A number as logs print it (``0.3``, ``-1.5e-04``, ``12``).
+NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+# What loggers put before a line's text, for families whose lines are matched from the
+# start: glog/absl (``I0314 12:00:00.123456 140 file.py:12] ``), TensorFlow's Python logger
+# (``INFO:tensorflow:``) and the pipe-separated ``INFO|2020-01-01 ...|name|`` form.
+LOG_PREFIX = (r"(?:[IWEF]\d+ [\d:.]+ +\d+ [^\]\n\r]*\] ?|INFO:tensorflow:|"
+              r"(?:INFO|WARNING)\|[^|\n\r]*\|[^|\n\r]*\|[^|\n\r]*\| ?)?")
+
+
+def keyed(*keys: str, sep: str = "[:=]") -> re.Pattern[str]:
+    """The items pattern of ``key: value`` / ``key=value`` fields (``Parser.items``): each
+    of ``keys`` followed by ``sep`` and a number, read as ``@key`` (first occurrence)."""
+    names = "|".join(keys)
+    return re.compile(rf"\b(?P<key>{names}){sep}\s*(?P<value>{NUM})")
+
+
+def since_start(average: np.ndarray, done: np.ndarray) -> dict[str, Any]:
+    """Sample fields for an average iteration time over the whole run so far, ``done``
+    iterations into it (detectron2's ``time``, maskrcnn-benchmark's ``(global avg)``):
+    cumulative, so the summary differences successive averages into windows."""
+    return {"iter_time_s": average, "period_n": done}
+
 
 class Parser:
     """Base of all line-oriented parser families.
@@ -44,6 +67,9 @@ class Parser:
     items_in: ClassVar[str | None] = None
     lenient: ClassVar[frozenset[str]] = frozenset()
     keywords: ClassVar[tuple[str, ...]] = ()
+    # what this family's lines say, for telling a user why an unknown log is not this
+    # family ("closest families"); defaults to ``keywords``
+    hints: ClassVar[tuple[str, ...]] = ()
     extractor: ClassVar[Extractor]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

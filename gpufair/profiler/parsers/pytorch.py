@@ -38,7 +38,7 @@ _REST = re.compile(
 class PyTorchParser(Parser):
     family = "pytorch"
     signature = re.compile(
-        r"Epoch: \[\d+\]\[\s*\d+/\s*\d+\]\s+Time|\| epoch\s+\d+ \|.*ms/batch|"
+        r"Epoch: \[\d+\]\[\s*\d+/\s*\d+\]\s+Time\s+[\d.]|\| epoch\s+\d+ \|.*ms/batch|"
         r"^\W*(?i:iter(?:ation)?|step)\s*[:=#]?\s*\d+.*(?i:loss)")
     pattern = re.compile(rf"^[^\S\n\r]*(?:{_IMAGENET}|{_WORDLM}|{_PLAIN})")
     numbers = frozenset({"ep", "i", "n", "t", "iloss", "wep", "wi", "wn", "ms", "wloss", "ps",
