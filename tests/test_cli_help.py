@@ -55,3 +55,47 @@ def test_every_option_has_help_and_says_its_default(capsys):
                     action.default, float) else set())
                 assert any(s in text for s in shown), (path, action.option_strings)
     assert missing == []
+
+
+@pytest.mark.parametrize("argv, shown", [([], True), (["--json"], False), (["-q"], False),
+                                         (["--no-progress"], False)])
+def test_a_progress_bar_only_for_a_person_at_a_terminal(monkeypatch, argv, shown):
+    import gpufair.cli.simulate as cli_simulate
+
+    seen: list[bool | None] = []
+
+    def fake(spec, *, progress=None):
+        seen.append(progress)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(cli_simulate, "simulate", fake)
+    with pytest.raises(SystemExit):
+        main(["simulate", *argv])
+    assert seen == [None if shown else False]
+
+
+def test_the_bar_needs_both_streams_on_a_terminal(monkeypatch):
+    import sys
+
+    from gpufair.core import simulation
+
+    class Tty:
+        def __init__(self, tty: bool) -> None:
+            self.tty = tty
+
+        def isatty(self) -> bool:
+            return self.tty
+
+        def write(self, text: str) -> int:
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    for out, err, want in [(True, True, True), (False, True, False), (True, False, False)]:
+        monkeypatch.setattr(sys, "stdout", Tty(out))
+        monkeypatch.setattr(sys, "stderr", Tty(err))
+        bar = simulation._progress_bar(3, "x", None)
+        assert (bar is not None) == want
+        if bar is not None:
+            bar.close()

@@ -48,7 +48,9 @@ def _sim_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="gpufair.toml, or a policy's JSON options file "
                         "(or a bundled one's name)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per policy")
-    parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    parser.add_argument("-q", "--quiet", "--no-progress", action="store_true",
+                        dest="no_progress", help="no progress bar (there is one on stderr only"
+                        " when stdout is a terminal, and never with --json)")
 
 
 def run_policies(args: argparse.Namespace, names: list[str]) -> int:
@@ -66,7 +68,7 @@ def run_policies(args: argparse.Namespace, names: list[str]) -> int:
                               cluster=args.cluster, gpus_per_server=args.gpus_per_server,
                               policy=name, round_s=args.round_s, seed=args.seed,
                               semantics=args.semantics, config=resolve(args.config))
-        report = simulate(spec, progress=False if args.no_progress else None)
+        report = simulate(spec, progress=False if args.no_progress or args.json else None)
         reports.append(report)
         if args.json:
             print(dumps(report.as_dict(), sort_keys=True))

@@ -90,7 +90,8 @@ def build_simulator(spec: SimulationSpec) -> TraceSimulator:
 
 
 def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> SimulationReport:
-    """Simulate ``spec``; ``progress`` None shows a bar only when stderr is a terminal."""
+    """Simulate ``spec``; ``progress`` None shows a bar (on stderr) only when both stdout and
+    stderr are terminals: a user watching, not a script reading the output."""
     started = time.perf_counter()
     sim = build_simulator(spec)
     semantics = sim.semantics
@@ -133,7 +134,7 @@ def run_to_end(sim: TraceSimulator, rounds: Round,
 
 def _progress_bar(total: int, name: str, enabled: bool | None):
     if enabled is None:
-        enabled = sys.stderr.isatty()
+        enabled = sys.stdout.isatty() and sys.stderr.isatty()
     if not enabled:
         return None
     from tqdm import tqdm
