@@ -3,7 +3,8 @@
 Shockwave's predictor needs each job's regime history (Accordion and GNS-style adaptation
 grow the batch size during training). A regime starts where the logged batch size changes;
 when a log never states a batch size, a sustained shift in iteration time (every one of the
-last ``confirm`` values beyond ``shift`` of the regime's median) starts one too, with the
+last ``confirm`` values beyond ``shift`` of the regime's estimate, and their mean too: a
+level that moved, not values scattered on both sides of it) starts one too, with the
 batch size unknown.
 """
 
@@ -227,6 +228,16 @@ class RegimeTracker:
             return False
         self._pending.append((step, seconds, weight))
         if len(self._pending) < self.confirm:
+            return True
+        level = (sum(v * w for _, v, w in self._pending)
+                 / sum(w for _, _, w in self._pending))
+        now = cur.final_estimate() or est  # a rare moment: judge against the window as it is
+        if abs(level - now.value) <= self.shift * now.value:
+            # scattered, not shifted: values far from the mean on both sides, as when
+            # iterations wait on the data loader now and then; they are this regime's
+            for _, v, w in self._pending:
+                cur.add(v, w)
+            self._pending.clear()
             return True
         first = self._pending[0][0]
         new = Regime(first, step, None, cause="throughput")

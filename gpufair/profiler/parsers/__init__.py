@@ -19,6 +19,7 @@ from gpufair.profiler.parsers.maskrcnn_benchmark import MaskRcnnBenchmarkParser
 from gpufair.profiler.parsers.megatron import MegatronParser
 from gpufair.profiler.parsers.meters import MetersParser
 from gpufair.profiler.parsers.mmcv import MmcvParser
+from gpufair.profiler.parsers.niftynet import NiftyNetParser
 from gpufair.profiler.parsers.paddle import PaddleParser
 from gpufair.profiler.parsers.pytorch import PyTorchParser
 from gpufair.profiler.parsers.reporter_jsonl import ReporterParser
@@ -27,7 +28,7 @@ from gpufair.profiler.parsers.tensorflow import TensorFlowParser
 FAMILIES: tuple[type[Parser], ...] = (
     ReporterParser, MegatronParser, DeepSpeedParser, HfTrainerParser, LightningParser,
     KerasParser, TensorFlowParser, Detectron2Parser, MaskRcnnBenchmarkParser, MmcvParser,
-    FairseqParser, LitGptParser, PaddleParser, PyTorchParser, MetersParser,
+    FairseqParser, LitGptParser, PaddleParser, NiftyNetParser, PyTorchParser, MetersParser,
 )
 BY_NAME: dict[str, type[Parser]] = {p.family: p for p in FAMILIES}
 

@@ -21,7 +21,9 @@ _IMAGENET = (r"(?:(?P<test>Test: ?)|Epoch: \[(?P<ep>\d+)\])\[\s*(?P<i>\d+)/\s*(?
              r"\s+Time\s+(?P<t>[\d.]+)\s+\(\s*[\d.]+\)(?:.*?Loss\s+(?P<iloss>\S+))?")
 _WORDLM = (r"\| epoch\s+(?P<wep>\d+) \|\s*(?P<wi>\d+)/\s*(?P<wn>\d+) batches \|.*?"
            r"ms/batch\s+(?P<ms>[\d.]+)(?: \| loss\s+(?P<wloss>\S+))?")
-_PLAIN = (r"\b(?:[Ii]ter(?:ation)?|ITER|[Ss]tep|STEP)\s*[:=#]?\s*(?P<ps>\d+)"
+# a plain line may follow a quote mark and a date-time stamp (nanoGPT forks print one)
+_STAMP = r"(?:>\s*)?(?:\d+-\d+-\d+[T ][\d:.,]+\s+)?"
+_PLAIN = (rf"{_STAMP}\b(?:[Ii]ter(?:ation)?|ITER|[Ss]tep|STEP)\s*[:=#]?\s*(?P<ps>\d+)"
           r"(?:\s*/\s*(?P<pn>\d+))?(?P<rest>[^\n\r]*?(?:[Ll]oss|LOSS)[^\n\r]*)")
 
 # the fields a plain line may carry after its step (first of each kind wins; a time stated
@@ -39,7 +41,7 @@ class PyTorchParser(Parser):
     family = "pytorch"
     signature = re.compile(
         r"Epoch: \[\d+\]\[\s*\d+/\s*\d+\]\s+Time\s+[\d.]|\| epoch\s+\d+ \|.*ms/batch|"
-        r"^\W*(?i:iter(?:ation)?|step)\s*[:=#]?\s*\d+.*(?i:loss)")
+        r"^\W*(?:\d+-\d+-\d+[T ][\d:.,]+\s+)?(?i:iter(?:ation)?|step)\s*[:=#]?\s*\d+.*(?i:loss)")
     pattern = re.compile(rf"^[^\S\n\r]*(?:{_IMAGENET}|{_WORDLM}|{_PLAIN})")
     numbers = frozenset({"ep", "i", "n", "t", "iloss", "wep", "wi", "wn", "ms", "wloss", "ps",
                          "pn", "@tv", "@spi", "@ips", "@sps", "@bs", "@loss"})
