@@ -20,6 +20,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     prof.add_argument("--format", choices=[*BY_NAME, "tensorboard"],
                       help="skip auto-detection")
     prof.add_argument("--json", action="store_true", help="one JSON object per log")
+    prof.add_argument("--explain", action="store_true",
+                      help="say how each reading was made: the estimator, and which lines "
+                           "were left out (warm-up, evaluation, pauses, other segments)")
     prof.set_defaults(func=run)
 
 
@@ -34,7 +37,51 @@ def run(args: argparse.Namespace) -> int:
         rows.append((path, report))
     if not args.json:
         print(render(rows))
+        for path, report in rows:
+            if report.family is None:
+                print(unknown(path))
+        if getattr(args, "explain", False):
+            print(explain(rows))
     return 0
+
+
+def unknown(path: str) -> str:
+    """The "unknown format" answer: the closest families and why they did not match."""
+    from gpufair.profiler.parsers import closest, sample_lines
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+    hints = closest(sample_lines(head.replace(b"\r", b"\n")))
+    why = "; ".join(hints) if hints else "no line mentions what any known trainer prints"
+    return (f"{os.path.basename(path)}: unknown log format (closest: {why}); "
+            f"give --format if it is one of: {', '.join(BY_NAME)}")
+
+
+ESTIMATOR = """\
+How s/iter is read: the mean cost of an iteration, i.e. iterations / wall time over the
+steady state of the current segment -- every iteration counts, the periodically slow ones
+too (data-loader waits), because that is what the job costs; a median would under-read
+such a job. Left out: the first timed line of each segment and a leading run of slow
+values (warm-up), evaluation lines, intervals that span an evaluation, and rare pauses
+(values above 4x the median that are at most 5% of the window: checkpoint saves, eval
+runs). Averages a trainer prints since the start of an epoch or run are differenced
+between lines. A restart, resume or batch-size change starts a segment; the reading is
+the last one's, the others are listed as regimes."""
+
+
+def explain(rows: Sequence[tuple[str, object]]) -> str:
+    """Per log: what the reading covers and what was left out of it."""
+    out = [ESTIMATOR]
+    for path, r in rows:
+        regimes = r.regimes  # type: ignore[attr-defined]
+        pauses = regimes[-1].get("pauses_dropped", 0) if regimes else 0
+        segments = ", ".join(f"{g['cause']}@{g['start_step']}" for g in regimes) or "-"
+        out.append(
+            f"{os.path.basename(path)}: basis {r.iter_time_basis or '-'}, "  # type: ignore
+            f"{r.timed_samples} timed lines; left out: "  # type: ignore[attr-defined]
+            f"{r.warmup_skipped} warm-up, {r.eval_samples} evaluation, "  # type: ignore
+            f"{r.duplicates} duplicate (other ranks), {pauses} pause/warm-up in the "  # type: ignore
+            f"window; segments: {segments}")
+    return "\n".join(out)
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpufair.profiler.events import LineStats, Samples
-from gpufair.profiler.parsers import DETECT_LINES, Parser, detect, parser_for
+from gpufair.profiler.parsers import Parser, detect, parser_for, sample_lines
 
 PENDING_BYTES = 16384
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
@@ -80,11 +80,7 @@ class LogStream:
         """The chunk cleaned and, once the family is known, ready to parse (None before)."""
         data = clean(data, self.stats)
         if self.parser is None:
-            head = data.split(b"\n", DETECT_LINES)[:DETECT_LINES]
-            lines = [line.decode("utf-8") for line in head if line]
-            family = detect(lines)
-            if family is None and len(lines) >= DETECT_LINES:
-                family = detect(data.decode("utf-8").split("\n"))
+            family = detect(sample_lines(data))
             if family is None:
                 self._pending = _tail_lines(self._pending + data, PENDING_BYTES)
                 self.stats.ignored = self.stats.lines - self.stats.binary

@@ -1,4 +1,4 @@
-"""Parser families, most specific first, and auto-detection over a file's first lines.
+"""Parser families, most specific first, and auto-detection over a sample of a log.
 
 Order matters only for ties: a Megatron-DeepSpeed log matches both Megatron and DeepSpeed
 lines, and Megatron's carry more (iteration time *and* global batch size); the generic plain
@@ -33,6 +33,44 @@ FAMILIES: tuple[type[Parser], ...] = (
 BY_NAME: dict[str, type[Parser]] = {p.family: p for p in FAMILIES}
 
 DETECT_LINES = 400
+# Detection reads the first DETECT_LINES lines of a chunk and SAMPLE_WINDOWS windows of
+# DETECT_LINES lines spread over the rest (a Megatron log's first iteration line comes after
+# thousands of lines of arguments): bounded cost per chunk, and every chunk of a log is
+# tried until one identifies it, so the whole log is sampled.
+SAMPLE_WINDOWS = 8
+
+
+def sample_lines(data: bytes) -> list[str]:
+    """Lines of a clean chunk to detect on: its head and evenly spread windows."""
+    lines = data.split(b"\n")
+    if len(lines) <= DETECT_LINES * (SAMPLE_WINDOWS + 1):
+        picked = lines
+    else:
+        # the head, the tail (what a running log's latest lines say) and windows between
+        stride = (len(lines) - 2 * DETECT_LINES) // (SAMPLE_WINDOWS - 1)
+        picked = lines[:DETECT_LINES]
+        for k in range(1, SAMPLE_WINDOWS - 1):
+            start = DETECT_LINES + k * stride
+            picked.extend(lines[start:start + DETECT_LINES])
+        picked.extend(lines[-DETECT_LINES:])
+    return [line.decode("utf-8", "replace") for line in picked if line]
+
+
+def closest(lines: list[str], n: int = 3) -> list[str]:
+    """Why no family matched: the families whose words appear most in ``lines``, each with
+    what was found and that no line had the family's shape (for an "unknown format"
+    answer; empty when no family's words appear at all)."""
+    found = []
+    for family in FAMILIES:
+        words = family.hints or family.keywords
+        hits = {w: sum(1 for line in lines if w in line) for w in words}
+        total = sum(hits.values())
+        if total:
+            said = ", ".join(f"'{w}' x{c}" for w, c in hits.items() if c)
+            found.append((total, f"{family.family}: {said}, but no line has the shape of "
+                                 f"its progress lines"))
+    found.sort(key=lambda t: -t[0])
+    return [text for _, text in found[:n]]
 
 
 def detect(lines: list[str]) -> type[Parser] | None:
@@ -56,4 +94,5 @@ def parser_for(name: str) -> type[Parser]:
                          value=name) from None
 
 
-__all__ = ["BY_NAME", "DETECT_LINES", "FAMILIES", "Parser", "detect", "parser_for"]
+__all__ = ["BY_NAME", "DETECT_LINES", "FAMILIES", "Parser", "closest", "detect", "parser_for",
+           "sample_lines"]
