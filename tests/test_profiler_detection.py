@@ -21,8 +21,9 @@ def test_megatron_after_a_long_argument_dump(tmp_path: Path) -> None:
 
 
 def test_sample_is_bounded() -> None:
-    data = b"".join(b"line %d\n" % i for i in range(10**6))
-    assert len(sample_lines(data)) <= 400 * 9
+    # small on purpose: test_profiler_memory forks children whose peak RSS includes ours
+    data = b"".join(b"line %d\n" % i for i in range(50000))
+    assert 3000 < len(sample_lines(data)) <= 400 * 8
 
 
 def test_unknown_format_names_the_closest_families() -> None:
