@@ -12,6 +12,7 @@ from gpufair.profiler.parsers.deepspeed import DeepSpeedParser
 from gpufair.profiler.parsers.detectron2 import Detectron2Parser
 from gpufair.profiler.parsers.fairseq import FairseqParser
 from gpufair.profiler.parsers.hf_trainer import HfTrainerParser
+from gpufair.profiler.parsers.jax import JaxParser
 from gpufair.profiler.parsers.keras import KerasParser
 from gpufair.profiler.parsers.lightning import LightningParser
 from gpufair.profiler.parsers.litgpt import LitGptParser
@@ -19,6 +20,8 @@ from gpufair.profiler.parsers.maskrcnn_benchmark import MaskRcnnBenchmarkParser
 from gpufair.profiler.parsers.megatron import MegatronParser
 from gpufair.profiler.parsers.meters import MetersParser
 from gpufair.profiler.parsers.mmcv import MmcvParser
+from gpufair.profiler.parsers.mxnet import MxnetParser
+from gpufair.profiler.parsers.nemo import NemoParser
 from gpufair.profiler.parsers.niftynet import NiftyNetParser
 from gpufair.profiler.parsers.paddle import PaddleParser
 from gpufair.profiler.parsers.pytorch import PyTorchParser
@@ -28,7 +31,8 @@ from gpufair.profiler.parsers.tensorflow import TensorFlowParser
 FAMILIES: tuple[type[Parser], ...] = (
     ReporterParser, MegatronParser, DeepSpeedParser, HfTrainerParser, LightningParser,
     KerasParser, TensorFlowParser, Detectron2Parser, MaskRcnnBenchmarkParser, MmcvParser,
-    FairseqParser, LitGptParser, PaddleParser, NiftyNetParser, PyTorchParser, MetersParser,
+    FairseqParser, LitGptParser, PaddleParser, NiftyNetParser, NemoParser, JaxParser,
+    MxnetParser, PyTorchParser, MetersParser,
 )
 BY_NAME: dict[str, type[Parser]] = {p.family: p for p in FAMILIES}
 
