@@ -160,3 +160,17 @@ def test_any_table_is_a_config_or_a_named_error(data):
         assert str(exc).startswith("f.toml")
     else:
         assert isinstance(config, Config)
+
+
+def test_a_config_nested_too_deeply_is_named_alone(tmp_path, capsys):
+    """The config reader says which file is too deep itself (the CLI's last-resort fallback
+    could only name every input file on the command line)."""
+    from gpufair.cli.main import main
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    assert main(["simulate", "--config", str(deep), "--trace",
+                 "shockwave_120jobs_32gpus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"gpufair: error: {deep}: nested too deeply"), err
+    assert "shockwave_120jobs" not in err

@@ -20,7 +20,6 @@ files (e.g. Shockwave's ``tacc_32gpus.json``) are accepted as they are.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from typing import Any
 
 from gpufair.adapters.slurm.adapter import SlurmSettings
 from gpufair.core.round import RoundRules
-from gpufair.errors import InputError
+from gpufair.errors import InputError, parse_json, read_text, too_deep
 from gpufair.model import PreemptMode
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import policy_class, resolve_policy
@@ -159,17 +158,9 @@ def load_config(path: str | Path | None) -> Config:
     if path is None:
         return Config()
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read config: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(str(path), f"not UTF-8 text (byte {exc.start})") from exc
+    text = read_text(path, "config")
     if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(str(path), f"invalid JSON: {exc.msg}", line=exc.lineno) from exc
+        data = parse_json(text, str(path))
         if not isinstance(data, dict):
             raise InputError(str(path), "expected a JSON object of policy options")
         return Config(source=str(path), policy_json=data)
@@ -177,6 +168,8 @@ def load_config(path: str | Path | None) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(str(path), f"invalid TOML: {exc}") from exc
+    except RecursionError:
+        raise too_deep(str(path)) from None
     return config_from_dict(data, str(path))
 
 
