@@ -62,7 +62,7 @@ class DaemonOptions:
 
     policy: str = setting("las", "any installed policy (gpufair policies)")
     round_s: float = setting(DEFAULT_ROUND_S, "timer rounds (may preempt); hook events add"
-                             " fill-only rounds", gt=0.0)
+                             " fill-only rounds", gt=0.0, le=86400.0)
     seed: int = setting(0, "seed of the policy's random choices", ge=0)
     mode: str = setting("hard", "hard: gpufair starts/places/preempts; soft: priorities only",
                         choices=("hard", "soft"))
@@ -70,22 +70,22 @@ class DaemonOptions:
         0.5, "at most this share of all GPUs taken from running jobs per round (preemptions,"
         " migrations and resizes alike)", ge=0.0, le=1.0)
     min_runtime_s: float = setting(0.0, "a job that started less than this long ago keeps"
-                                   " its GPUs", ge=0.0)
+                                   " its GPUs", ge=0.0, le=30 * 86400.0)
     grace_s: float = setting(0.0, "checkpoint signal, then this long, then the preemption",
-                             ge=0.0)
+                             ge=0.0, le=3600.0)
     preempt_mode: str = setting("requeue", "requeue, or suspend (suspended Slurm jobs keep"
                                 " their GPUs)", choices=("requeue", "suspend"))
     fill_idle: bool = setting(True, "hard mode: GPUs the plan leaves idle go to waiting jobs"
                               " that fit, until the next timer round (work conservation)")
     poll_s: float = setting(5.0, "between rounds, look this often for new jobs or freed GPUs"
                             " (one snapshot); a change with idle GPUs runs a fill-only round;"
-                            " 0: hook events and the timer only", ge=0.0)
+                            " 0: hook events and the timer only", ge=0.0, le=3600.0)
     action_interval_s: float = setting(0.0, "pause between actions (spreads load on the"
-                                       " resource manager)", ge=0.0)
+                                       " resource manager)", ge=0.0, le=60.0)
     hook_dir: str = setting("/var/spool/gpufair", "spool and wake socket shared with the"
                             " hooks")
     event_min_interval_s: float = setting(5.0, "hook events coalesce: at most one fill-only"
-                                          " round per this many seconds", ge=0.0)
+                                          " round per this many seconds", ge=0.0, le=3600.0)
     wake_group: str | None = setting(None, "group allowed to wake the daemon (SlurmUser's);"
                                      " unset: root and the daemon's user only")
     event_listen: str | None = setting(None, "HOST:PORT where hooks on other hosts send"
