@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -87,3 +88,14 @@ def start_daemon(cluster: Cluster, config: Path, log: Path, *extra: str) -> subp
     return subprocess.Popen([sys.executable, "-m", "gpufair.cli.main", "serve", "--config",
                              str(config), *extra], env=cluster.env,
                             stdout=subprocess.DEVNULL, stderr=log.open("ab"))
+
+
+def stop_daemon(proc: subprocess.Popen) -> None:
+    """SIGTERM (the daemon finishes its current action), then SIGKILL after 20 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

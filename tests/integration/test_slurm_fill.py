@@ -3,23 +3,12 @@ that fits idle GPUs must not wait for the next timer round (it used to wait up t
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import time
 from pathlib import Path
 
-from slurm_cluster import Cluster, start_daemon, write_config
+from slurm_cluster import Cluster, start_daemon, stop_daemon, write_config
 
 from gpufair.plugin.store import Store
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def test_a_submission_onto_idle_gpus_starts_long_before_the_timer_round(cluster: Cluster,
@@ -37,7 +26,7 @@ def test_a_submission_onto_idle_gpus_starts_long_before_the_timer_round(cluster:
                          lambda: cluster.jobs()[job]["job_state"] == "RUNNING", 30)
         waited = time.monotonic() - submitted
     finally:
-        _stop(daemon)
+        stop_daemon(daemon)
     # the timer round is 600 s away: only the poll can have started it
     assert waited < 30, waited
     starts = [e for e in Store(store_path).journal() if e.action.job_id == job]

@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from slurm_cluster import Cluster, start_daemon, write_config
+from slurm_cluster import Cluster, start_daemon, stop_daemon, write_config
 
 from gpufair.adapters.slurm import CliTransport, RestTransport, TransportError
 from gpufair.adapters.slurm.hostlist import expand_hostlist
@@ -23,16 +23,6 @@ from gpufair.adapters.slurm.translate import translate
 from gpufair.plugin.store import Store
 
 ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _free_port() -> int:
@@ -71,7 +61,7 @@ def test_daemon_starts_preempts_and_resumes_as_the_policy_says(cluster: Cluster,
         cluster.wait_for("all jobs COMPLETED", finished, 150)
         time.sleep(2.5)   # one more round: the epilog events get ingested
     finally:
-        _stop(daemon)
+        stop_daemon(daemon)
     assert daemon.returncode == 0, (tmp_path / "daemon.log").read_text()[-2000:]
     jobs = cluster.jobs()
     store = Store(store_path)
@@ -172,7 +162,7 @@ def test_sigkill_mid_round_neither_repeats_nor_loses_an_action(cluster: Cluster,
         cluster.wait_for("w1, w2 running", lambda: all(
             cluster.jobs()[j]["job_state"] == "RUNNING" for j in waiting), 60)
     finally:
-        _stop(restarted)
+        stop_daemon(restarted)
     store = Store(store_path)
     round1 = store.journal(1)
     assert sorted((type(e.action).__name__, e.action.job_id) for e in round1) == \
