@@ -224,3 +224,72 @@ def test_state_survives_a_json_round_trip():
     later = cluster(jobs, gpus=2, now=60.0)
     assert restored.schedule(later, 60.0) == policy.schedule(later, 60.0)
     assert first.assignments
+
+
+def _random_market(seed: int, n: int = 40, gpus: int = 8, horizon: int = 6
+                   ) -> tuple[ShockwavePolicy, Market]:
+    """A busy market: mixed gangs, progress, service and waiting, so budgets differ."""
+    rng = np.random.default_rng(seed)
+    jobs = [job(f"j{i}", gpus=int(rng.choice([1, 1, 2, 4])), epochs=int(rng.integers(2, 40)),
+                done=int(rng.integers(0, 2)), rate=float(rng.uniform(0.2, 3.0)),
+                arrival=float(rng.uniform(0, 3000)), attained=float(rng.uniform(0, 600)))
+            for i in range(n)]
+    policy = ShockwavePolicy(PolicyConfig(round_s=60.0))
+    policy._observe(cluster(jobs, gpus, now=4000.0), jobs, 4000.0, gpus)
+    views = [policy._view(j, 4000.0, gpus) for j in jobs]
+    settings = ShockwaveSettings(window_rounds=horizon)
+    return policy, Market(views, gpus, horizon, 60.0, settings)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_certified_counts_are_feasible_and_within_the_gap_of_the_milp(seed):
+    """The certified method's counts fit the capacity and lose at most solver_rel_gap
+    (relative) against the count MILP solved to optimality; a certified re-plan's logged gap
+    is what it claims, checked against that optimum."""
+    policy, market = _random_market(seed)
+    counts = policy._counts(market)
+    gangs = np.array([v.job.gpus for v in market.views])
+    assert gangs @ counts <= market.gpus * market.horizon
+    assert all(0 <= k < len(lu) for k, lu in zip(counts, market.log_util, strict=True))
+    exact = solve(market.count_problem(), SolveOptions(backend="highs", mip_gap=0.0))
+    value = market.value(counts)
+    assert exact.objective == pytest.approx(market.value(market.counts_from(exact.x)),
+                                            rel=1e-9, abs=1e-12)  # value() is the objective
+    assert value <= exact.objective + 1e-9 * abs(exact.objective)
+    assert exact.objective - value <= 1e-3 * abs(value) + 1e-9
+    if policy.solve_log[-1][3] == "certified":
+        assert exact.objective - value <= (policy.solve_log[-1][2] + 1e-7) * abs(value)
+
+
+def test_rounding_repairs_a_leveled_makespan():
+    """A relaxed point with each job half-way through its third round: the rounding returns
+    the best integer counts (brute force). Flooring alone (without the up-rounding) misses
+    them here."""
+    _, market = _random_market(0, n=2, gpus=2, horizon=3)
+    tops = np.array([len(lu) - 1 for lu in market.log_util])
+    offsets = np.concatenate([[0], np.cumsum(tops)])
+    x = np.zeros(int(offsets[-1]) + 1)
+    for j, top in enumerate(tops):
+        x[offsets[j]:offsets[j] + min(top, 3) - 1] = 1.0
+        x[offsets[j] + min(top, 3) - 1] = 0.5
+    counts = market.round_counts(x)
+    assert (np.array([v.job.gpus for v in market.views]) @ counts) <= 6
+    best = max((market.value(np.array(c)), c) for c in itertools.product(
+        *(range(t + 1) for t in tops)) if np.array([v.job.gpus for v in market.views])
+        @ np.array(c) <= 6)
+    assert market.value(counts) == pytest.approx(best[0])
+
+
+def test_market_methods_exact_never_certifies_and_certified_can_fall_back():
+    logs = {}
+    for method in ("exact", "certified"):
+        statuses = []
+        for seed in range(6):
+            policy, market = _random_market(seed)
+            policy.settings = ShockwaveSettings(market_method=method, window_rounds=6)
+            policy._counts(market)
+            statuses += [s for *_, s in policy.solve_log]
+        logs[method] = statuses
+    assert "certified" not in logs["exact"]
+    assert "certified" in logs["certified"]
+    assert len(logs["exact"]) == 6  # one MILP per re-plan

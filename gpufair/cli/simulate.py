@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 
 from gpufair.cli.output import dumps, seed
@@ -12,16 +13,21 @@ from gpufair.data import listing, resolve
 from gpufair.errors import InputError
 from gpufair.policy.registry import available_policies
 
+#: exit status when --time-limit stopped a simulation before its trace finished
+EXIT_PARTIAL = 3
+_PARTIAL_HELP = ("exit status 3: --time-limit ran out before the trace finished; the metrics"
+                 " printed cover the jobs finished by then, marked partial")
+
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     sim = sub.add_parser("simulate", help="simulate one policy on a trace and print metrics",
-                         epilog=listing())
+                         epilog=f"{_PARTIAL_HELP}\n\n{listing()}")
     _sim_args(sim)
     sim.add_argument("--policy", default="max_min",
                      help=f"one of {', '.join(available_policies())}")
     sim.set_defaults(func=lambda args: run_policies(args, [args.policy]))
     cmp_ = sub.add_parser("compare", help="simulate several policies, one table",
-                          epilog=listing())
+                          epilog=f"{_PARTIAL_HELP}\n\n{listing()}")
     _sim_args(cmp_)
     cmp_.add_argument("--policies", default="fifo,srtf,las,max_min,max_sum_throughput",
                       help="comma-separated policy names")
@@ -48,6 +54,10 @@ def _sim_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="gpufair.toml, or a policy's JSON options file "
                         "(or a bundled one's name)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per policy")
+    parser.add_argument("--time-limit", type=_seconds, metavar="S", dest="time_limit_s",
+                        help="wall seconds per policy; when they run out the simulation stops, "
+                        "prints the metrics of the jobs finished so far marked partial "
+                        '("partial": true with --json) and the command exits 3')
     parser.add_argument("-q", "--quiet", "--no-progress", action="store_true",
                         dest="no_progress", help="no progress bar (there is one on stderr only"
                         " when stdout is a terminal, and never with --json)")
@@ -68,13 +78,25 @@ def run_policies(args: argparse.Namespace, names: list[str]) -> int:
                               cluster=args.cluster, gpus_per_server=args.gpus_per_server,
                               policy=name, round_s=args.round_s, seed=args.seed,
                               semantics=args.semantics, config=resolve(args.config))
-        report = simulate(spec, progress=False if args.no_progress or args.json else None)
+        report = simulate(spec, progress=False if args.no_progress or args.json else None,
+                          time_limit_s=args.time_limit_s)
         reports.append(report)
         if args.json:
             print(dumps(report.as_dict(), sort_keys=True))
     if not args.json:
         print(render_table(reports))
-    return 0
+    return EXIT_PARTIAL if any(r.partial for r in reports) else 0
+
+
+def _seconds(text: str) -> float:
+    """``--time-limit`` (an argparse type): a finite number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return value
 
 
 _ROWS = [
@@ -105,6 +127,11 @@ def render_table(reports: Sequence[SimulationReport]) -> str:
     first = reports[0]
     lines.insert(0, f"trace: {first.trace}  semantics: {first.semantics}  "
                     f"GPUs: {first.num_gpus}")
+    for r in reports:
+        if r.partial:
+            lines.append(f"PARTIAL {r.policy}: the time limit ran out after {r.wall_s:.1f} s;"
+                         f" metrics cover the {r.metrics.num_jobs} of {r.trace_jobs} jobs"
+                         " finished by then")
     dropped = {d.index for r in reports for d in r.dropped}
     if dropped:
         lines.append(f"{len(dropped)} trace jobs could not be simulated on this cluster "

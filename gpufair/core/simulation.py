@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -9,6 +10,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
 from gpufair.adapters.simulator.engine import DroppedJob, TraceSimulator
@@ -58,6 +61,15 @@ class SimulationReport:
     busy_gpu_s: float
     dropped: list[DroppedJob] = field(default_factory=list)
     trace: str = ""
+    #: the wall-time budget ran out first: the metrics cover the jobs finished by then
+    partial: bool = False
+    trace_jobs: int = 0
+    #: wall seconds of each policy decision (one per round or event the policy saw)
+    decision_s: list[float] = field(default_factory=list)
+
+    def decision_percentile(self, q: float) -> float:
+        """The q-th percentile of the decision times (NaN before any decision)."""
+        return float(np.percentile(self.decision_s, q)) if self.decision_s else math.nan
 
     def as_dict(self) -> dict[str, Any]:
         m = self.metrics
@@ -72,7 +84,7 @@ class SimulationReport:
             "utilization": m.utilization, "failed_jobs": m.failed_jobs,
             "rounds": self.rounds, "decisions": self.decisions, "recomputes": self.recomputes,
             "solves": self.solves, "wall_s": self.wall_s, "policy_s": self.policy_s,
-            "solver_s": self.solver_s,
+            "solver_s": self.solver_s, "partial": self.partial, "trace_jobs": self.trace_jobs,
             "dropped_jobs": [{"index": d.index, "line": d.line, "reason": d.reason}
                              for d in self.dropped],
         }
@@ -89,9 +101,14 @@ def build_simulator(spec: SimulationSpec) -> TraceSimulator:
                           semantics, spec.round_s)
 
 
-def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> SimulationReport:
+def simulate(spec: SimulationSpec, *, progress: bool | None = None,
+             time_limit_s: float | None = None) -> SimulationReport:
     """Simulate ``spec``; ``progress`` None shows a bar (on stderr) only when both stdout and
-    stderr are terminals: a user watching, not a script reading the output."""
+    stderr are terminals: a user watching, not a script reading the output.
+
+    ``time_limit_s``: wall seconds (setup included) after which the run stops at the next
+    decision and reports what finished, marked partial, rather than running on unbounded:
+    a long run then always leaves its numbers behind."""
     started = time.perf_counter()
     sim = build_simulator(spec)
     semantics = sim.semantics
@@ -103,8 +120,11 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> Simulatio
         default_backend=semantics.lp_backend))
     rounds = Round(policy)
     bar = _progress_bar(len(sim.jobs), name, progress)
-    run_to_end(sim, rounds, None if bar is None else
-               lambda: bar.update(sum(j.finished for j in sim.jobs) - bar.n))
+    decisions: list[float] = []
+    finished = run_to_end(sim, rounds, None if bar is None else
+                          lambda: bar.update(sum(j.finished for j in sim.jobs) - bar.n),
+                          deadline=None if time_limit_s is None else started + time_limit_s,
+                          decision_times=decisions)
     if bar is not None:
         bar.close()
     wall = time.perf_counter() - started
@@ -116,20 +136,34 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None) -> Simulatio
         solves=getattr(stats, "solves", 0), recomputes=getattr(stats, "recomputes", 0),
         rounds=sim.rounds, decisions=rounds.decisions, num_gpus=sim.num_gpus,
         busy_gpu_s=sim.busy_gpu_s, dropped=list(sim.dropped),
-        trace=str(spec.trace or f"(bundled) {DEMO_TRACE}"))
+        trace=str(spec.trace or f"(bundled) {DEMO_TRACE}"), partial=not finished,
+        trace_jobs=len(sim.jobs), decision_s=decisions)
 
 
 def run_to_end(sim: TraceSimulator, rounds: Round,
-               after_decision: Callable[[], object] | None = None) -> None:
+               after_decision: Callable[[], object] | None = None, *,
+               deadline: float | None = None,
+               decision_times: list[float] | None = None) -> bool:
     """The round loop on the virtual clock: decide (preempting only at round boundaries,
-    filling idle GPUs between them), then let the simulated cluster run to the next event."""
+    filling idle GPUs between them), then let the simulated cluster run to the next event.
+
+    Returns False when ``deadline`` (a ``time.perf_counter()`` value) passed before the trace
+    finished: the loop stops after the step in progress, so the simulator's state is a
+    consistent point of the run. ``decision_times`` receives each decision's wall seconds.
+    """
     while not sim.finished:
+        if deadline is not None and time.perf_counter() >= deadline:
+            return False
+        began = time.perf_counter()
         result = rounds.run(sim.snapshot(), preemptive=sim.at_round_boundary)
+        if decision_times is not None:
+            decision_times.append(time.perf_counter() - began)
         if result.actions:
             sim.apply(result.actions)
         if after_decision is not None:
             after_decision()
         sim.advance()
+    return True
 
 
 def _progress_bar(total: int, name: str, enabled: bool | None):
