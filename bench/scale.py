@@ -1,0 +1,121 @@
+"""Scale: simulation wall time and per-decision p50/p99 for every policy, at growing sizes.
+
+    python bench/scale.py [--time-limit 60] [--sizes 120/32,220/64,...] [--policies a,b]
+                          [--skip-round]
+
+Traces are generated from the canonical 120-job mix with fixed seeds (120/32 is the canonical
+trace itself), on V100 clusters, clean semantics. Each cell runs in this process with
+``--time-limit`` wall seconds (the simulator's own budget, ``simulate --time-limit``), so the
+bench always finishes: a cell that ran out is marked ``partial`` with the jobs it finished.
+Then one round at 1,000 active jobs on 2,048 GPUs of three types (v100/p100/k80) per policy.
+Prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from gpufair import data
+from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
+from gpufair.adapters.simulator.engine import TraceSimulator
+from gpufair.adapters.simulator.generate import format_trace, generate_trace
+from gpufair.adapters.simulator.semantics import CLEAN
+from gpufair.adapters.simulator.throughputs import load_throughputs
+from gpufair.adapters.simulator.trace import load_trace
+from gpufair.core.simulation import SimulationSpec, simulate
+from gpufair.model import ClusterState
+from gpufair.policy.base import PolicyConfig
+from gpufair.policy.registry import available_policies, create_policy
+
+CANONICAL = "shockwave_120jobs_32gpus.trace"
+THROUGHPUTS = "tacc_throughputs.json"
+SIZES = "120/32,220/64,460/128,900/256,2000/512"
+ROUND_S = 120.0
+
+
+def markdown(rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows[1:])])
+
+
+def trace_for(jobs: int, gpus: int, folder: Path, seed: int = 0) -> Path:
+    """The canonical trace at 120/32, else one generated from its job mix (fixed seed)."""
+    if (jobs, gpus) == (120, 32):
+        return data.path(CANONICAL)
+    path = folder / f"gen_{jobs}_{gpus}_s{seed}.trace"
+    source = load_trace(data.path(CANONICAL))
+    path.write_text(format_trace(generate_trace(source, jobs, num_gpus=gpus, seed=seed)))
+    return path
+
+
+def cell(trace: Path, gpus: int, policy: str, limit: float) -> str:
+    r = simulate(SimulationSpec(trace=str(trace), throughputs=str(data.path(THROUGHPUTS)),
+                                cluster=f"v100:{gpus}", policy=policy, round_s=ROUND_S),
+                 progress=False, time_limit_s=limit)
+    text = (f"{r.wall_s:.1f} s ({1e3 * r.decision_percentile(50):.0f}/"
+            f"{1e3 * r.decision_percentile(99):.0f} ms)")
+    return f"{text} partial {r.metrics.num_jobs}/{r.trace_jobs}" if r.partial else text
+
+
+def busy_round(jobs: int, spec: str, seed: int = 0) -> ClusterState:
+    """A snapshot with ``jobs`` active jobs at random points of their lives on ``spec``."""
+    source = load_trace(data.path(CANONICAL))
+    nodes = parse_cluster_spec(spec)
+    gpus = sum(n.gpus for n in nodes)
+    trace = generate_trace(source, jobs, num_gpus=gpus, seed=seed, mean_gap_s=0.0)
+    sim = TraceSimulator(trace, load_throughputs(data.path(THROUGHPUTS)), nodes, CLEAN,
+                         ROUND_S)
+    rng = np.random.default_rng(seed)
+    now = 20_000.0
+    for job in sim.jobs:
+        job.run = float(int(job.total * rng.uniform(0, 0.9)))
+        job.attained_s = float(rng.uniform(0, 0.5) * now)
+        job.trace = replace(job.trace, arrival_s=float(rng.uniform(0, now)))
+    sim.now = now
+    return sim.snapshot()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--time-limit", type=float, default=60.0, help="wall s per cell")
+    parser.add_argument("--sizes", default=SIZES, help="jobs/GPUs,...")
+    parser.add_argument("--policies", default=",".join(available_policies()))
+    parser.add_argument("--skip-round", action="store_true",
+                        help="skip the 1,000-job / 2,048-GPU round")
+    args = parser.parse_args()
+    policies = [p for p in args.policies.split(",") if p]
+    sizes = [tuple(int(x) for x in s.split("/")) for s in args.sizes.split(",") if s]
+    rows = [["policy", *(f"{j} jobs / {g} GPUs" for j, g in sizes)]]
+    with tempfile.TemporaryDirectory() as tmp:
+        traces = {(j, g): trace_for(j, g, Path(tmp)) for j, g in sizes}
+        for name in policies:
+            rows.append([name, *(cell(traces[j, g], g, name, args.time_limit)
+                                 for j, g in sizes)])
+            print(".", end="", file=sys.stderr, flush=True)
+    print(f"\nsimulation wall (decision p50/p99), clean semantics, R = {ROUND_S:g} s, "
+          f"time limit {args.time_limit:g} s per cell\n")
+    print(markdown(rows))
+    if args.skip_round:
+        return 0
+    spec = "v100:1024,p100:512,k80:512"
+    state = busy_round(1000, spec)
+    rows = [["policy", "one round, 1,000 jobs / 2,048 GPUs (v100/p100/k80)"]]
+    for name in policies:
+        policy = create_policy(name, PolicyConfig(round_s=ROUND_S))
+        started = time.perf_counter()
+        policy.schedule(state, state.time_s)
+        rows.append([name, f"{time.perf_counter() - started:.2f} s"])
+    print(f"\none cold round on {spec}\n")
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
