@@ -113,7 +113,9 @@ class Daemon:
         for seq, action in enumerate(result.actions):
             log.info("%s %s", "would" if dry else "will", describe(action),
                      extra={"fields": {"event": "action", "round": round_id, "seq": seq,
-                                       "job": action.job_id, "kind": type(action).__name__}})
+                                       "job": action.job_id, "kind": type(action).__name__,
+                                       "gpus": list(getattr(action, "gpu_ids", ())),
+                                       "key": result.keys[seq]}})
         if result.actions:
             self.apply_round(round_id)
         latency = time.perf_counter() - started
