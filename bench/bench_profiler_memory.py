@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -29,23 +28,33 @@ FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "logs" / 
     "pytorch_imagenet.log"
 
 
-def profile_once(path: str) -> tuple[float, float, dict]:
-    """Wall seconds, peak RSS (MB) and the JSON report of ``gpufair profile`` on ``path``.
+# The child reports its own high-water mark: ``VmHWM`` belongs to the address space exec
+# created, whereas ``ru_maxrss`` (even a single child's, from ``wait4``) keeps the maximum of
+# the pre-exec copy of the parent — under pytest that was the test process's 340 MB.
+_CHILD = """
+import sys
+from gpufair.cli.main import main
+code = main(["profile", "--json", sys.argv[1]])
+sys.stdout.flush()
+with open("/proc/self/status") as status:
+    hwm = next(line for line in status if line.startswith("VmHWM:"))
+sys.stderr.write(hwm)
+raise SystemExit(code)
+"""
 
-    ``wait4`` gives this one child's rusage (``RUSAGE_CHILDREN`` would be the maximum over
-    every child so far); the output goes to a file so that nothing else reaps the child."""
-    cmd = [sys.executable, "-m", "gpufair.cli.main", "profile", "--json", path]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        proc.returncode = code = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        out.seek(0)
-        err.seek(0)
-        if code:
-            raise RuntimeError(f"gpufair profile failed ({code}): {err.read().decode()}")
-        return wall, usage.ru_maxrss / 1024, json.loads(out.read())
+
+def profile_once(path: str) -> tuple[float, float, dict]:
+    """Wall seconds, peak RSS (MB, the child's own ``VmHWM``) and the JSON report of
+    ``gpufair profile`` on ``path``."""
+    cmd = [sys.executable, "-c", _CHILD, path]
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, check=False)
+    wall = time.perf_counter() - start
+    err = done.stderr.decode("utf-8", "replace")
+    if done.returncode:
+        raise RuntimeError(f"gpufair profile failed ({done.returncode}): {err}")
+    hwm_kb = int(err.strip().splitlines()[-1].split()[1])
+    return wall, hwm_kb / 1024, json.loads(done.stdout)
 
 
 def main(argv: list[str] | None = None) -> None:
