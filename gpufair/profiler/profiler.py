@@ -164,8 +164,11 @@ class Profiler:
                 # a new batch size: what was measured before describes another job
                 self.model.forget(log.job_id)
                 tracked.regimes = tracked.accumulator.batch_regimes
+            if not (log.gpu_type and log.gpus):
+                tracked.accumulator.take_fresh(estimate=False)  # nothing to attribute it to
+                continue
             fresh = tracked.accumulator.take_fresh()
-            if fresh is not None and log.gpu_type and log.gpus:
+            if fresh is not None:
                 self.model.observe(log.job_id, log.gpu_type, log.gpus, fresh.value,
                                    placement=log.placement, model=log.model)
         return grown

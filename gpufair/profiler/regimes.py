@@ -10,13 +10,14 @@ batch size unknown.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpufair.profiler.robust import MAX_VALUE, Estimate, steady_mean
+from gpufair.profiler.robust import Estimate, kept_estimate, steady_kept, steady_mean
 
 WINDOW = 128
 
@@ -33,6 +34,8 @@ class Regime:
     # seen == len(values) (``steady_mean``'s warm-up trimming)
     _cached: Estimate | None = None
     _stale: int = 0
+    # a refresh of ``_cached`` not computed yet (``_refresh``): the window it is of
+    _deferred: _Deferred | None = None
 
     def add(self, value: float, weight: float) -> None:
         self.values.append(value)
@@ -49,14 +52,41 @@ class Regime:
         (``final_estimate`` refreshes at once, for reports).
         """
         if self._due():
-            self._cached = self._steady()
-            self._stale = 0
-        return self._cached
+            self._refresh()
+        return self._settled()
+
+    def level(self) -> float | None:
+        """``estimate().value``, which is all that shift detection compares new values
+        with: for a deferred refresh, only the mean of what ``steady_mean`` keeps (a sort
+        and an exact sum in C), not the rest of an ``Estimate`` (a pass in Python)."""
+        if self._due():
+            self._refresh()
+        if self._deferred is not None:
+            return self._deferred.level()
+        return None if self._cached is None else self._cached.value
 
     def _due(self) -> bool:
         """Whether ``estimate`` would re-sort the window now (see there for why it waits)."""
-        return bool(self._stale) and (self._cached is None
+        return bool(self._stale) and ((self._cached is None and self._deferred is None)
                                       or self._stale >= max(4, len(self.values) // 2))
+
+    def _refresh(self) -> None:
+        """Start the estimate over from the window as it is now: deferred (``_Deferred``)
+        when the window allows, else computed at once."""
+        deferred = _Deferred.of(self)
+        if deferred is None:
+            self._cached = self._steady()
+        elif deferred.level() is None:  # no estimate: due again with the next value
+            deferred = self._cached = None
+        self._deferred = deferred
+        self._stale = 0
+
+    def _settled(self) -> Estimate | None:
+        """The estimate of the last refresh, computed now if it was deferred."""
+        if self._deferred is not None:
+            self._cached = self._deferred.estimate()
+            self._deferred = None
+        return self._cached
 
     def _steady(self) -> Estimate | None:
         return steady_mean(list(self.values), list(self.weights),
@@ -64,9 +94,10 @@ class Regime:
 
     def final_estimate(self) -> Estimate | None:
         if self._stale:
+            self._deferred = None
             self._cached = self._steady()
             self._stale = 0
-        return self._cached
+        return self._settled()
 
     def as_dict(self, exact: bool = True) -> dict[str, Any]:
         est = self.final_estimate() if exact else self.estimate()
@@ -140,41 +171,45 @@ class RegimeTracker:
 
         Returns ``len(self.regimes)`` after each value (what a caller records per value).
         """
-        values = np.asarray(values, dtype=np.float64)
-        steps = np.asarray(steps, dtype=np.int64)
-        weights = None if weights is None else np.asarray(weights, dtype=np.float64)
+        values = np.asarray(values, dtype=np.float64).tolist()
+        steps = np.asarray(steps, dtype=np.int64).tolist()
+        weights = None if weights is None else np.asarray(weights, dtype=np.float64).tolist()
         n = len(values)
-        counts = np.empty(n, dtype=np.int64)
         if n and not self.regimes:
-            self.regimes.append(Regime(int(steps[0]), int(steps[0]), None))
+            self.regimes.append(Regime(steps[0], steps[0], None))
+        ends: list[int] = []   # where each stretch of values ended, and the regimes then
+        regimes: list[int] = []
         i = 0
         while i < n:
             cur = self.regimes[-1]
             if cur.batch_size is not None:
-                _join(cur, steps[i:], values[i:], None if weights is None else weights[i:])
+                _join(cur, steps, values, weights, i, n)
                 end = n
             else:
                 end = self._join_in_band(cur, steps, values, weights, i)
             if end == i:
-                self.observe_time(int(steps[i]), float(values[i]),
-                                  1.0 if weights is None else float(weights[i]))
+                self.observe_time(steps[i], values[i], 1.0 if weights is None else weights[i])
                 end = i + 1
-            counts[i:end] = len(self.regimes)
+            ends.append(end)
+            regimes.append(len(self.regimes))
             i = end
-        return counts
+        return np.repeat(np.array(regimes, dtype=np.int64),
+                         np.diff(np.array(ends, dtype=np.int64), prepend=0))
 
-    def _join_in_band(self, cur: Regime, steps: np.ndarray, values: np.ndarray,
-                      weights: np.ndarray | None, i: int) -> int:
-        """Join values from ``i`` on to ``cur`` (a regime without batch size) as long as
-        ``observe_time`` would just append them; returns where it stopped, the value that
-        needs ``observe_time`` (out of band, or no estimate to compare it with).
+    def _join_in_band(self, cur: Regime, steps: list[int], values: list[float],
+                      weights: list[float] | None, i: int) -> int:
+        """Join values from ``i`` on to ``cur`` (a regime without batch size) as
+        ``observe_time`` would one by one; returns where it stopped, at a value that needs
+        ``observe_time``'s judgement.
 
-        The cached estimate changes only after enough values have joined (``_until_due``),
-        so the values come in runs judged against one estimate, refreshed between runs
-        where ``_shifted`` would refresh it; the first value back in band drops the pending
-        ones, as there. Refreshing sorts the window, which would cost more than the rest;
-        but a run whose values are in band whatever the estimate (``_Deferred``) does not
-        need it, so it is computed only for a run that does, and for the last refresh.
+        The estimate changes only after enough values have joined (``_until_due``), so the
+        values come in blocks judged against one level. In a block, a value out of band is
+        held as pending and joins, in order, with the next value in band; so a block whose
+        out-of-band values come in runs shorter than ``confirm`` (~8% of the values of an
+        ImageNet log, scattered) joins up to its last value in band. What follows that value
+        (values held at the block's end, or a run long enough to be a shift) is left to
+        ``observe_time``. A block is a few dozen values: judged in a plain loop, which
+        costs less than numpy's calls on arrays that small.
         """
         if self._pending:  # held values: the next one decides their fate (``_shifted``)
             return i
@@ -182,45 +217,35 @@ class RegimeTracker:
         have = len(cur.values)
         if have < self.confirm:  # too few values to judge a shift: they all join
             end = min(n, i + self.confirm - have)
-            _join(cur, steps[i:end], values[i:end], None if weights is None else weights[i:end])
+            _join(cur, steps, values, weights, i, end)
             return end
-        deferred: _Deferred | None = None
-        due = cur._due()
+        confirm = self.confirm
         while i < n:
-            if due:
-                deferred = _Deferred.of(cur)
-                if deferred is None:
-                    cur.estimate()
+            level = cur.level()
+            if level is None:
+                break
+            band = self.shift * level
+            stop = min(n, i + _until_due(cur._stale, len(cur.values)))
+            end = i  # after the last value in band
+            held = 0
+            for k in range(i, stop):
+                if abs(values[k] - level) <= band:
+                    end, held = k + 1, 0
                 else:
-                    cur._stale = 0
-            if deferred is None and cur._cached is None:
+                    held += 1
+                    if held == confirm:  # a shift, maybe: for _shifted to judge
+                        break
+            if end > i:
+                _join(cur, steps, values, weights, i, end)
+                i = end
+            if end < stop or stop == n:
                 break
-            ahead = values[i:i + _until_due(cur._stale, len(cur.values))]
-            if deferred is not None and deferred.surely_in_band(ahead, self.shift):
-                run = len(ahead)
-            else:
-                if deferred is not None:
-                    deferred.settle(cur)
-                    deferred = None
-                est = cur._cached
-                assert est is not None
-                outside = ~(np.abs(ahead - est.value) <= self.shift * est.value)
-                run = int(outside.argmax()) if outside.any() else len(ahead)
-            if run:
-                _join(cur, steps[i:i + run], values[i:i + run],
-                      None if weights is None else weights[i:i + run])
-                i += run
-            if run < len(ahead):
-                break
-            due = True  # (if values remain: the run had all the values _until_due allows)
-        if deferred is not None:
-            deferred.settle(cur)
         return i
 
     def _shifted(self, cur: Regime, step: int, seconds: float, weight: float) -> bool:
         """Hold values far from the regime; open a new regime once ``confirm`` agree."""
-        est = cur.estimate()
-        if est is None or abs(seconds - est.value) <= self.shift * est.value:
+        level = cur.level()
+        if level is None or abs(seconds - level) <= self.shift * level:
             if self._pending:  # no shift after all: they were this regime's slow iterations
                 for _, v, w in self._pending:
                     cur.add(v, w)
@@ -229,10 +254,12 @@ class RegimeTracker:
         self._pending.append((step, seconds, weight))
         if len(self._pending) < self.confirm:
             return True
-        level = (sum(v * w for _, v, w in self._pending)
-                 / sum(w for _, _, w in self._pending))
-        now = cur.final_estimate() or est  # a rare moment: judge against the window as it is
-        if abs(level - now.value) <= self.shift * now.value:
+        pending_level = (sum(v * w for _, v, w in self._pending)
+                         / sum(w for _, _, w in self._pending))
+        now = cur.final_estimate()  # a rare moment: judge against the window as it is
+        if now is not None:
+            level = now.value
+        if abs(pending_level - level) <= self.shift * level:
             # scattered, not shifted: values far from the mean on both sides, as when
             # iterations wait on the data loader now and then; they are this regime's
             for _, v, w in self._pending:
@@ -248,64 +275,61 @@ class RegimeTracker:
         return True
 
 
-def _join(cur: Regime, steps: np.ndarray, values: np.ndarray, weights: np.ndarray | None
-          ) -> None:
-    """Append values to a regime in bulk: what ``observe_time`` does to it for each of them
-    when no shift is detected (only the last WINDOW values stay; all count as stale)."""
-    tail = values[-WINDOW:].tolist()
-    cur.values.extend(tail)
-    cur.weights.extend([1.0] * len(tail) if weights is None else weights[-WINDOW:].tolist())
-    cur._stale += len(values)
-    cur.seen += len(values)
-    top = int(steps.max())
+def _join(cur: Regime, steps: list[int], values: list[float], weights: list[float] | None,
+          a: int, b: int) -> None:
+    """Append values ``a:b`` to a regime in bulk: what ``observe_time`` does to it for each
+    of them when no shift is detected (only the last WINDOW values stay; all count as
+    stale)."""
+    if a >= b:
+        return
+    lo = max(a, b - WINDOW)
+    cur.values.extend(values[lo:b])
+    cur.weights.extend([1.0] * (b - lo) if weights is None else weights[lo:b])
+    cur._stale += b - a
+    cur.seen += b - a
+    top = max(steps[a:b])
     if top > cur.end_step:
         cur.end_step = top
 
 
 @dataclass(slots=True)
 class _Deferred:
-    """A refresh of a regime's estimate, its robust mean not computed yet: the window it
-    is of, and the range of that window.
+    """A refresh of a regime's estimate (of unit-weighted values), not computed yet: the
+    window it is of, and what has been computed of it so far.
 
-    A robust mean (of positive values with unit weights) lies within the range of the
-    values, so a value within the shift band of every point of that range is in band
-    whatever the mean turns out to be. Iteration times stay within a few percent of each
-    other, so nearly every run of a regime can be judged without sorting its window.
+    Shift detection compares new values with the estimate's level only: the mean of what
+    ``steady_mean`` keeps, a sort and an exact sum in C (``steady_kept``). The rest of an
+    ``Estimate`` (the spread, a pass in Python) waits until a report asks for it; parsing
+    refreshes a regime's estimate every half window, thousands of times a second.
     """
 
     values: list[float]
-    weights: list[float]
-    low: float
-    high: float
     from_start: bool
+    _kept: list[float] | None = None  # what steady_mean keeps of ``values``, sorted
+    _total: int = 0
 
     @classmethod
     def of(cls, cur: Regime) -> _Deferred | None:
         """The refresh ``cur.estimate()`` would do now, deferred; None unless all weights
-        are 1 and all values are ones the robust mean keeps, which makes sure it lies in
-        their range (other windows are rare: they are sorted at once)."""
-        values, weights = list(cur.values), list(cur.weights)
-        if not values or weights.count(1.0) != len(weights):
+        are 1 (windows of weighted values, rare, are computed at once)."""
+        if cur.weights.count(1.0) != len(cur.weights):
             return None
-        low, high, total = min(values), max(values), sum(values)
-        if not (low > 0 and high <= MAX_VALUE and total == total):  # (no NaN either)
-            return None
-        return cls(values, weights, low, high, cur.seen == len(values))
+        return cls(list(cur.values), cur.seen == len(cur.values))
 
-    def surely_in_band(self, ahead: np.ndarray, shift: float) -> bool:
-        """Whether every value is within ``shift`` of every estimate in the range.
+    def _keep(self) -> list[float]:
+        if self._kept is None:
+            self._kept, self._total = steady_kept(self.values, self.from_start)
+        return self._kept
 
-        |v - e| - shift * e is convex in e, so checking both ends of the range suffices;
-        the ends are widened and the band narrowed by 1e-9, far more than the rounding of
-        the mean and of the comparison in ``_shifted``.
-        """
-        low, high, band = self.low * (1 - 1e-9), self.high * (1 + 1e-9), shift * (1 - 1e-9)
-        return bool(((np.abs(ahead - low) <= band * low)
-                     & (np.abs(ahead - high) <= band * high)).all())
+    def level(self) -> float | None:
+        """The estimate's value, exactly as ``steady_mean`` computes it (None: no value in
+        the window is a time)."""
+        kept = self._keep()
+        return math.fsum(kept) / len(kept) if kept else None
 
-    def settle(self, cur: Regime) -> None:
-        """Compute the deferred estimate (the values joined since stay counted as stale)."""
-        cur._cached = steady_mean(self.values, self.weights, self.from_start)
+    def estimate(self) -> Estimate | None:
+        """The whole estimate: ``steady_mean`` of the window."""
+        return kept_estimate(self._keep(), self._total)
 
 
 def _until_due(stale: int, have: int) -> int:

@@ -126,11 +126,16 @@ def steady_mean(values: Sequence[float], weights: Sequence[float] | None = None,
     still ``from_start`` of its segment also loses its leading run of values more than
     ``WARMUP_EXCESS`` above the median (at most ``WARMUP_SHARE`` of it): smoothed rates
     (tqdm's moving average) carry the first iterations' slowness for a while.
+
+    Unit weights (every windowed time, every round's fresh times) take ``steady_kept``'s
+    path over sorted plain floats, which parsing calls thousands of times a second; the
+    result is the same to the last bit (``math.fsum`` is exactly rounded in any order).
     """
-    if weights is None:
-        weights = [1.0] * len(values)
-    elif len(weights) != len(values):
+    if weights is not None and len(weights) != len(values):
         raise ValueError("values and weights differ in length")
+    if weights is None or weights.count(1.0) == len(weights):
+        kept, total = steady_kept(values, from_start)
+        return kept_estimate(kept, total)
     pairs = [(v, w) for v, w in zip(values, weights, strict=True)
              if 0 < v <= MAX_VALUE and 0 < w <= MAX_VALUE]
     if not pairs:
@@ -138,21 +143,68 @@ def steady_mean(values: Sequence[float], weights: Sequence[float] | None = None,
     med = _median(sorted(v for v, _ in pairs))
     total = len(pairs)
     if from_start:
-        lead = 0
-        while lead < len(pairs) and pairs[lead][0] > (1 + WARMUP_EXCESS) * med:
-            lead += 1
-        if lead <= WARMUP_SHARE * len(pairs):
-            pairs = pairs[lead:]
+        lead = _warmup_lead([v for v, _ in pairs], med)
+        pairs = pairs[lead:]
     slow = [p for p in pairs if p[0] > PAUSE_FACTOR * med]
     if slow and len(slow) <= max(1, int(PAUSE_SHARE * len(pairs))):
-        kept = [p for p in pairs if p[0] <= PAUSE_FACTOR * med]
+        kept_pairs = [p for p in pairs if p[0] <= PAUSE_FACTOR * med]
     else:
-        kept = pairs
-    total_w = math.fsum(w for _, w in kept)
-    mean = math.fsum(v * w for v, w in kept) / total_w
+        kept_pairs = pairs
+    total_w = math.fsum(w for _, w in kept_pairs)
+    mean = math.fsum(v * w for v, w in kept_pairs) / total_w
+    return _estimate([v for v, _ in kept_pairs], mean, total)
+
+
+def steady_kept(values: Sequence[float], from_start: bool = False) -> tuple[list[float], int]:
+    """The values ``steady_mean`` keeps of unit-weighted ones, sorted, and how many values
+    it considered (those in (0, MAX_VALUE]).
+
+    Sorted, so the pauses are a tail found by bisection rather than a pass in Python; the
+    mean of what is kept is ``fsum(kept) / len(kept)`` (what ``Regime`` compares new values
+    with, without the rest of an ``Estimate``).
+    """
+    plain = list(values) if _all_times(values) else [v for v in values if 0 < v <= MAX_VALUE]
+    ordered = sorted(plain)
+    if not ordered:
+        return ordered, 0
+    med = _median(ordered)
+    if from_start and (lead := _warmup_lead(plain, med)):
+        ordered = sorted(plain[lead:])
+    cut = bisect_right(ordered, PAUSE_FACTOR * med)
+    slow = len(ordered) - cut
+    if slow and slow <= max(1, int(PAUSE_SHARE * len(ordered))):
+        del ordered[cut:]
+    return ordered, len(plain)
+
+
+def _all_times(values: Sequence[float]) -> bool:
+    """Whether every value is in (0, MAX_VALUE], checked in C (the usual window, which then
+    needs no filtering pass in Python). A NaN escapes ``min`` and ``max`` but not ``sum``."""
+    return bool(values) and min(values) > 0 and max(values) <= MAX_VALUE and \
+        not math.isnan(sum(values))
+
+
+def _warmup_lead(values: list[float], med: float) -> int:
+    """How many leading values are warm-up: the run above ``WARMUP_EXCESS`` over the
+    median, if it is at most ``WARMUP_SHARE`` of them (else it is the job, not warm-up)."""
+    lead = 0
+    while lead < len(values) and values[lead] > (1 + WARMUP_EXCESS) * med:
+        lead += 1
+    return lead if lead <= WARMUP_SHARE * len(values) else 0
+
+
+def kept_estimate(kept: list[float], total: int) -> Estimate | None:
+    """``steady_mean`` of unit-weighted values from what ``steady_kept`` made of them."""
+    if not kept:
+        return None
+    return _estimate(kept, math.fsum(kept) / len(kept), total)
+
+
+def _estimate(kept: list[float], mean: float, total: int) -> Estimate:
+    """The estimate of ``mean`` over the ``kept`` values, ``total`` considered."""
     n = len(kept)
     if n > 1:
-        var = math.fsum((v - mean) ** 2 for v, _ in kept) / (n - 1)
+        var = math.fsum([(v - mean) ** 2 for v in kept]) / (n - 1)
         rel = math.sqrt(var / n) / mean
     else:
         rel = 1.0
