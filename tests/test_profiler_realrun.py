@@ -13,7 +13,6 @@ import pytest
 
 from gpufair.cli.main import main
 from gpufair.profiler import JobLog, Profiler
-from gpufair.profiler.robust import robust_mean
 from tests.profiler_helpers import LOGS
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts" / "profiler"
@@ -38,13 +37,16 @@ def test_real_pytorch_training_profiled_while_it_runs(tmp_path: Path) -> None:
     prof.round([job])
     report = prof.reports["real"]
     assert report.family == "pytorch" and report.iterations_done == 40
-    measured = json.loads(times.read_text())["iter_times_s"]
-    # the same robust estimator over the script's own clock: on a machine shared with other
-    # test runs the times are heavy-tailed, and a plain mean would test the estimator's
-    # outlier rejection rather than what was extracted from the log
-    truth = robust_mean(measured[1:]).value
-    assert abs(report.iter_time_s - truth) / truth < 0.05, (report.iter_time_s, truth,
-                                                            statistics.fmean(measured[1:]))
+    measured = json.loads(times.read_text())["iter_times_s"][1:]   # the first: warm-up
+    # the reading is the mean cost of an iteration (docs/profiler.md): the script's own clock,
+    # averaged. A machine shared with other test runs may stall one iteration for a while;
+    # the profiler leaves out, and reports, values over 4x the median as pauses, so the
+    # reading may also match the mean without them
+    median = statistics.median(measured)
+    truths = (statistics.fmean(measured),
+              statistics.fmean([t for t in measured if t <= 4 * median]))
+    assert any(abs(report.iter_time_s - t) / t < 0.05 for t in truths), (report.iter_time_s,
+                                                                       truths)
     assert prof.model.measured("real", "cpu", 1) is not None
     assert rounds >= 1
 
