@@ -50,6 +50,7 @@ def state(acc: Accumulator) -> dict[str, Any]:
         "report": acc._report.as_dict(), "fresh": list(acc._fresh),
         "regimes": [regime_state(r) for r in acc.regimes.regimes],
         "pending": list(acc.regimes._pending),
+        "dropped": acc._dropped.listed(),
     }
 
 
@@ -66,8 +67,12 @@ def feed_both(batches: list[Samples], warmup: int = 1, seed: int | None = None,
     if seed is not None:
         rows.seed(seed)
         cols.seed(seed)
+    line = 0
     for i, batch in enumerate(batches):
-        rows._add_rows(batch.rows())
+        if np.isnan(batch.line).all():  # number the lines: the dropped ranges must agree too
+            batch.line = np.arange(line + 1.0, line + len(batch) + 1.0)
+        line += len(batch)
+        rows._add_rows(batch.rows(), batch.line.tolist())
         cols.add(batch)
         assert_same_state(rows, cols)
         flag = True if exact is None else exact[i % len(exact)]

@@ -81,7 +81,17 @@ def explain(rows: Sequence[tuple[str, object]]) -> str:
             f"{r.warmup_skipped} warm-up, {r.eval_samples} evaluation, "  # type: ignore
             f"{r.duplicates} duplicate (other ranks), {pauses} pause/warm-up in the "  # type: ignore
             f"window; segments: {segments}")
+        out.append(f"  lines left out: {left_out(r.dropped, r.dropped_more)}")  # type: ignore
     return "\n".join(out)
+
+
+def left_out(dropped: Sequence[dict], more: int) -> str:
+    """The report's dropped ranges in one line: ``1 (warm-up), 13-15 (evaluation)``."""
+    parts = [f"{d['first']}" + (f"-{d['last']}" if d["last"] != d["first"] else "")
+             + f" ({d['reason']})" for d in dropped]
+    if more:
+        parts.append(f"... and {more} more")
+    return ", ".join(parts) or "none"
 
 
 def _fmt(value: float | None, spec: str) -> str:

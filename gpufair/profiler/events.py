@@ -107,12 +107,15 @@ class Samples:
     period_n: np.ndarray
     eval: np.ndarray
     cumulative: np.ndarray
+    # each row's line number in its log (1-based, counting lines as ``stream.clean`` splits
+    # them; NaN: not known): what ``--explain`` says was left out, as ranges of lines
+    line: np.ndarray
 
     def __len__(self) -> int:
         return len(self.step)
 
     @classmethod
-    def build(cls, n: int, *, eval: Any = False, cumulative: Any = False,
+    def build(cls, n: int, *, eval: Any = False, cumulative: Any = False, line: Any = None,
               **numbers: Any) -> Samples:
         """``n`` rows; each field an array of length ``n``, a scalar for all rows, or None."""
         unknown = set(numbers) - set(NUMERIC)
@@ -127,6 +130,8 @@ class Samples:
                 column = np.asarray(value, dtype=np.float64)
                 columns[name] = (np.full(n, float(column)) if column.ndim == 0
                                  else column.reshape(n))
+        columns["line"] = (np.full(n, np.nan) if line is None
+                           else np.asarray(line, dtype=np.float64).reshape(n))
         for name, value in (("eval", eval), ("cumulative", cumulative)):
             flag = np.asarray(value, dtype=bool)
             columns[name] = np.full(n, bool(flag)) if flag.ndim == 0 else flag.reshape(n)

@@ -53,7 +53,8 @@ class Fields:
     per segment by ``carry``, ``first`` and ``previous``.
     """
 
-    __slots__ = ("_has", "_num", "_starts", "_text", "bad", "contexts", "n", "segment")
+    __slots__ = ("_has", "_num", "_starts", "_text", "bad", "contexts", "line", "n",
+                 "segment")
 
     def __init__(self, n: int, segment: np.ndarray | None = None,
                  contexts: list[dict] | None = None) -> None:
@@ -65,6 +66,8 @@ class Fields:
         self._num: dict[str, np.ndarray] = {}
         self._text: dict[str, np.ndarray] = {}
         self.bad = np.zeros(n, dtype=bool)
+        # each row's line index within its log's chunk (0-based)
+        self.line = np.zeros(n, dtype=np.int64)
 
     def _segment_starts(self) -> np.ndarray:
         """Per row, the index of the first row of its log."""
@@ -269,10 +272,13 @@ class Extractor:
                 singles.append((i, {name: line[a:b] for name, (a, b) in spans.items()}))
         row_of = np.cumsum(matched) - 1
         segment = None
+        line = np.flatnonzero(matched)
         if offsets is not None and len(offsets) > 1:
             line_log = np.searchsorted(np.asarray(offsets), starts, side="right") - 1
             segment = line_log[matched]
+            line -= np.searchsorted(starts, np.asarray(offsets))[segment]
         fields = Fields(int(row_of[-1]) + 1, segment, contexts)
+        fields.line = line
         for template, lines in templated:
             self._fill_template(fields, template, row_of[lines], first_token[lines],
                                 scanned.values)

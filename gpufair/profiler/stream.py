@@ -67,6 +67,7 @@ class LogStream:
         # lines read before the family was known: parsed once it is (a header such as
         # DeepSpeed's config dump may come before any line that identifies the family)
         self._pending = b""
+        self._first_line = 0  # the line number before the first line of the chunk parsed
 
     @property
     def family(self) -> str | None:
@@ -87,6 +88,8 @@ class LogStream:
                 return None
             self.parser = family()
             data, self._pending = self._pending + data, b""
+        self._first_line = self.stats.lines - data.count(b"\n") - (
+            0 if data.endswith(b"\n") or not data else 1)
         return data
 
     def _count_ignored(self) -> None:
@@ -112,6 +115,7 @@ def feed_many(chunks: Sequence[tuple[LogStream, bytes]]) -> list[Samples]:
                                    [data for _, _, data in batch], [s.stats for _, s, _ in batch])
         for (i, stream, _), samples in zip(batch, parsed, strict=True):
             stream._count_ignored()
+            samples.line += stream._first_line + 1
             out[i] = samples
     return out
 

@@ -26,6 +26,7 @@ import operator
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -35,11 +36,16 @@ from gpufair.profiler.regimes import WINDOW, RegimeTracker
 from gpufair.profiler.robust import Estimate, steady_mean
 
 RECENT = 16
+# ranges of dropped lines a report lists (``DroppedLines``); more are only counted
+MAX_RANGES = 20
 # A stretch of a batch shorter than this is walked row by row: numpy's fixed cost per call
 # would exceed the per-row cost (a log of duplicates and restarts only).
 MIN_RUN = 32
 # Beyond this, float64 steps are not all exact integers: such rows go through ``_add_rows``.
 _EXACT = 2.0 ** 53
+
+# why lines were left out of the reading (``DroppedLines``)
+WARMUP, EVALUATION, DUPLICATE = "warm-up", "evaluation", "duplicate"
 
 # What a train row of a columnar batch is to the step bookkeeping (``_row_kinds``)
 _NO_STEP = 0    # no step stated
@@ -69,6 +75,78 @@ class _Period:
         return (b * n_b - a * n_a) / (n_b - n_a), n_b - n_a
 
 
+class DroppedLines:
+    """Which lines were left out of the reading, and why, as ranges of line numbers.
+
+    Why: a reading a user doubts is checked against the log, and "3 warm-up, 40
+    evaluation" does not say which lines to look at. A daemon keeps this for every job for
+    as long as it runs, so it is bounded: the first MAX_RANGES ranges of each reason are
+    kept, later ones only counted. Each reason's lines arrive in increasing order (rows
+    are in log order), one at a time or many at once, and give the same ranges either way.
+    """
+
+    __slots__ = ("_more", "_open", "_ranges", "_tail")
+
+    def __init__(self) -> None:
+        self._ranges: dict[str, list[list[int]]] = {}
+        self._more: dict[str, int] = {}
+        self._tail: dict[str, float] = {}   # the last line noted, per reason
+        self._open: dict[str, bool] = {}    # whether the range it is in is a kept one
+
+    def note(self, reason: str, line: float) -> None:
+        """One dropped line (NaN: its number is not known, not listed)."""
+        if line != line:
+            return
+        tail = self._tail.get(reason)
+        self._tail[reason] = line
+        if tail is not None and line <= tail + 1:
+            if self._open[reason]:
+                self._ranges[reason][-1][1] = int(line)
+        else:
+            self._start(reason, [(line, line)])
+
+    def note_many(self, reason: str, lines: np.ndarray) -> None:
+        """Dropped lines, in increasing order (NaN: not known, not listed)."""
+        lines = lines[~np.isnan(lines)]
+        if len(lines) == 0:
+            return
+        starts = np.flatnonzero(np.diff(lines, prepend=-np.inf) > 1)
+        tail = self._tail.get(reason)
+        first_end = lines[starts[1] - 1 if len(starts) > 1 else -1]
+        if tail is not None and lines[0] <= tail + 1:  # the first lines continue a range
+            if self._open[reason]:
+                self._ranges[reason][-1][1] = int(first_end)
+            starts = starts[1:]
+        self._tail[reason] = float(lines[-1])
+        if len(starts) == 0:
+            return
+        room = MAX_RANGES - len(self._ranges.get(reason, ()))
+        ends = np.append(starts[1:], len(lines)) - 1
+        shown = max(0, min(room, len(starts)))
+        self._start(reason, list(zip(lines[starts[:shown]].tolist(),
+                                     lines[ends[:shown]].tolist(), strict=True)),
+                    len(starts) - shown)
+
+    def _start(self, reason: str, ranges: list[tuple[float, float]], more: int = 0) -> None:
+        """New ranges of a reason (the last one open), kept while there is room."""
+        kept = self._ranges.setdefault(reason, [])
+        for first, last in ranges:
+            if len(kept) < MAX_RANGES:
+                kept.append([int(first), int(last)])
+            else:
+                more += 1
+        self._open[reason] = not more  # (the last range is the one lines may continue)
+        self._more[reason] = self._more.get(reason, 0) + more
+
+    def listed(self) -> tuple[list[dict[str, Any]], int]:
+        """The first MAX_RANGES ranges in line order, and how many more there are."""
+        every = sorted((first, last, reason) for reason, ranges in self._ranges.items()
+                       for first, last in ranges)
+        more = sum(self._more.values()) + max(0, len(every) - MAX_RANGES)
+        return ([{"reason": reason, "first": first, "last": last}
+                 for first, last, reason in every[:MAX_RANGES]], more)
+
+
 @dataclass(slots=True)
 class JobReport:
     family: str | None
@@ -92,6 +170,10 @@ class JobReport:
     loss: float | None = None
     regimes: list[dict[str, Any]] = field(default_factory=list)
     lines: dict[str, int] = field(default_factory=dict)
+    # lines left out of the reading: {"reason", "first", "last"} (line numbers, inclusive),
+    # at most MAX_RANGES of them in line order, and how many ranges more there were
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    dropped_more: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
@@ -120,6 +202,7 @@ class Accumulator:
         # stated samples/s of rows without a batch size (throughput-only logs): the reading
         # in samples/s when no time per iteration can be had
         self._rates: deque[float] = deque(maxlen=WINDOW)
+        self._dropped = DroppedLines()
 
     def seed(self, last_step: int) -> None:
         """Resume after a daemon restart: the step the previous process had reached."""
@@ -133,7 +216,7 @@ class Accumulator:
         row: numpy's fixed cost per call would exceed what it saves."""
         if isinstance(samples, Samples):
             if len(samples) < MIN_RUN:
-                self._add_rows(samples.rows())
+                self._add_rows(samples.rows(), samples.line.tolist())
             else:
                 self._add_columns(samples)
         else:
@@ -141,20 +224,23 @@ class Accumulator:
 
     # -- the per-row reference ------------------------------------------------------------
 
-    def _add_rows(self, rows: Iterable[Sample]) -> None:
+    def _add_rows(self, rows: Iterable[Sample], lines: Iterable[float] | None = None) -> None:
         """Fold samples in one at a time: the reference semantics of ``add``.
 
         Used for ``Sample`` input and for the rows of a batch that the columnar path leaves
         to it. The common case (a new, higher step with a windowed time) goes straight
         through; duplicates, restarts, warm-up and cumulative averages branch off it
-        (``_advance``, ``_cumulative``).
+        (``_advance``, ``_cumulative``). ``lines``: each row's line number (for the lines
+        left out, ``DroppedLines``), if known.
         """
         rep = self._report
         regimes = self.regimes
         fresh = self._fresh
-        for s in rows:
+        dropped = self._dropped
+        for s, line in zip(rows, repeat(math.nan) if lines is None else lines, strict=False):
             if s.phase == EVAL:
                 rep.eval_samples += 1
+                dropped.note(EVALUATION, line)
                 continue
             if s.samples_per_s is not None and s.batch_size is None:
                 self._rates.append(s.samples_per_s)
@@ -174,6 +260,7 @@ class Accumulator:
                     # a new step: no duplicate and no restart possible
                     self._step_on(step, s.loss, spi is not None)
                 elif not self._advance(s, step, spi is not None):
+                    dropped.note(DUPLICATE, line)
                     continue
                 rep.iterations_done = step
             if s.batch_size is not None:
@@ -184,11 +271,12 @@ class Accumulator:
             if s.cumulative:
                 if s.period_n is None:
                     self._whole_run = spi
-                else:
-                    self._cumulative(s, spi, step or 0)
+                elif self._cumulative(s, spi, step or 0):
+                    dropped.note(WARMUP, line)
                 continue
             if self._segment_samples <= self.warmup and step is not None:
                 rep.warmup_skipped += 1
+                dropped.note(WARMUP, line)
                 self._warmup_spi = spi
                 continue
             regimes.observe_time(step or self._last_step or 0, spi)
@@ -235,16 +323,19 @@ class Accumulator:
         self._step_on(step, s.loss, timed)
         return True
 
-    def _cumulative(self, s: Sample, avg: float, step: int) -> None:
+    def _cumulative(self, s: Sample, avg: float, step: int) -> bool:
+        """Fold a cumulative average in; True when it starts a period (its first line is
+        warm-up: what it averages is not differenced with anything)."""
         key, n = _period_key(s.epoch, s.period_n)
         period = self._period
         if period is None or not period.continues(key, n):
             self._close_period()
             self._period = _Period(key, (n, avg), (n, avg), step)
             self._report.warmup_skipped += 1
-            return
+            return True
         period.last = (n, avg)
         period.step = step
+        return False
 
     def _close_period(self) -> None:
         period = self._period
@@ -267,6 +358,7 @@ class Accumulator:
         """
         if batch.eval.any():
             self._report.eval_samples += int(np.count_nonzero(batch.eval))
+            self._dropped.note_many(EVALUATION, batch.line[batch.eval])
             batch = batch.take(~batch.eval)
         n = len(batch)
         if n == 0:
@@ -284,7 +376,7 @@ class Accumulator:
                 self._add_run(cols, pos, end)
                 pos = end
             if pos < stop:
-                self._add_rows(cols.rows(pos, stop))
+                self._add_rows(cols.rows(pos, stop), batch.line[pos:stop].tolist())
             pos = stop
 
     def _rises(self, cols: _Columns, i: int) -> bool:
@@ -333,7 +425,10 @@ class Accumulator:
         kind = cols.kind[rows]
         step = cols.step[rows]
         new = kind == _NEW
-        self._report.duplicates += int(np.count_nonzero(kind == _DUPLICATE))
+        copies = kind == _DUPLICATE
+        if copies.any():
+            self._report.duplicates += int(np.count_nonzero(copies))
+            self._dropped.note_many(DUPLICATE, cols.samples.line[rows][copies])
         segment = self._segment_samples + np.cumsum(new)
         last = _ffill(step, np.nan if self._last_step is None else float(self._last_step))
         kept = np.flatnonzero(new | (kind == _RETIMED))
@@ -377,6 +472,7 @@ class Accumulator:
         if len(at):
             self._report.warmup_skipped += len(at)
             self._warmup_spi = spi[at[-1]].item()
+            self._dropped.note_many(WARMUP, cols.samples.line[rows][at])
         at = np.flatnonzero(windowed & ~warm)
         times = _Times(at, _or_zero(last[at]).astype(np.int64), spi[at], None)
         return times if periods is None else times.merge(periods)
@@ -399,6 +495,7 @@ class Accumulator:
                                                                        int(counts[0]))
         begins[1:] = (keys[1:] != keys[:-1]) | (counts[1:] < counts[:-1])
         ended: list[tuple[int, int, float, float]] = []
+        self._dropped.note_many(WARMUP, samples.line[rows][at][begins])
         for i in np.flatnonzero(begins).tolist():
             if i > 0:
                 self._extend_period(counts, avgs, steps, i - 1)
@@ -520,6 +617,7 @@ class Accumulator:
         elif self._rates:
             rep.samples_per_s = _mean_rate(list(self._rates))
         rep.regimes = [r.as_dict(exact) for r in self.regimes.regimes]
+        rep.dropped, rep.dropped_more = self._dropped.listed()
         if stats is not None:
             rep.lines = stats.as_dict()
         return JobReport(*_REPORT_FIELDS(rep))  # a snapshot: later rounds update ``rep``

@@ -111,6 +111,7 @@ class Parser:
         else:
             with np.errstate(all="ignore"):
                 samples, keep = cls.convert(f)
+            samples.line = f.line.astype(np.float64)  # within the chunk: the stream adds
         for name in INTEGERS:  # a step of 10^400 is no step: garbage digits
             column = getattr(samples, name)
             f.bad |= ~np.isnan(column) & ~(np.abs(column) < 2.0**53)
