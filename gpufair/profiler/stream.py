@@ -15,6 +15,7 @@ from typing import Any
 
 from gpufair.profiler.events import LineStats, Samples
 from gpufair.profiler.parsers import Parser, detect, parser_for, sample_lines
+from gpufair.profiler.ranks import RankFilter
 
 PENDING_BYTES = 16384
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
@@ -64,6 +65,7 @@ class LogStream:
         if family is not None:
             self.parser = parser_for(family)(context)
         self.stats = LineStats()
+        self.ranks = RankFilter()  # multi-rank logs: one rank's lines (``ranks.py``)
         # lines read before the family was known: parsed once it is (a header such as
         # DeepSpeed's config dump may come before any line that identifies the family)
         self._pending = b""
@@ -79,7 +81,7 @@ class LogStream:
 
     def _prepare(self, data: bytes) -> bytes | None:
         """The chunk cleaned and, once the family is known, ready to parse (None before)."""
-        data = clean(data, self.stats)
+        data = self.ranks.apply(clean(data, self.stats))
         if self.parser is None:
             family = detect(sample_lines(data))
             if family is None:

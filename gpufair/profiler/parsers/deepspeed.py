@@ -6,6 +6,8 @@
   the windowed figure used; the running average is kept for the cumulative estimate;
 - older releases: ``[timer.py:197:stop] 0/17, RunningAvgSamplesPerSec=158.3,
   CurrSamplesPerSec=159.6, ...`` and ``0/40, SamplesPerSec=83.48`` (a running average);
+- the pipeline engine: ``steps: 10 loss: 0.6931 iter time (s): 0.500 samples/sec: 128.000``
+  (time per step and throughput both stated: the time is read);
 - ``train_batch_size ............. 64`` from the config dump gives the global batch size.
 Without a batch size these are throughput only: the report gives samples/s.
 """
@@ -26,24 +28,30 @@ _TPUT = (r".*?(?:epoch=(?P<ep>\d+)/micro_step=(?P<micro>\d+)/global_step=(?P<gst
          r"(?:RunningAvgSamplesPerSec=(?P<avg>[\d.eE+-]+), CurrSamplesPerSec=(?P<cur>[\d.eE+-]+)"
          r"|SamplesPerSec=(?P<sps>[\d.eE+-]+))")
 _CONFIG = r".*?\btrain_batch_size \.+ (?P<batch>\d+)"
+_PIPE = (r".*?\bsteps: (?P<psteps>\d+) loss: (?P<ploss>[\d.eE+-]+) "
+         r"iter time \(s\): (?P<ptime>[\d.eE+-]+) samples/sec: (?P<psps>[\d.eE+-]+)")
 
 
 class DeepSpeedParser(Parser):
     family = "deepspeed"
     signature = re.compile(r"RunningAvgSamplesPerSec=|\bstep=\d+, skipped=\d+, lr=|"
-                           r"\] \d+/\d+, SamplesPerSec=")
-    pattern = re.compile(rf"^(?:{_TPUT}|{_STEP}|{_CONFIG})")
-    numbers = frozenset({"step", "ep", "gstep", "cur", "batch", "ep2", "gstep2", "sps"})
+                           r"\] \d+/\d+, SamplesPerSec=|iter time \(s\): [\d.]+ samples/sec: ")
+    pattern = re.compile(rf"^(?:{_TPUT}|{_PIPE}|{_STEP}|{_CONFIG})")
+    numbers = frozenset({"step", "ep", "gstep", "cur", "batch", "ep2", "gstep2", "sps",
+                         "psteps", "ploss", "ptime", "psps"})
     keywords = ("CurrSamplesPerSec=",)
     hints = ("SamplesPerSec", "samples/sec", "train_batch_size")
 
     @classmethod
     def convert(cls, f: Fields) -> tuple[Samples, np.ndarray]:
         batch = f.carry(f.num("batch"), "batch")
-        tput, old = f.has("gstep"), f.has("gstep2")
+        tput, old, pipe = f.has("gstep"), f.has("gstep2"), f.has("psteps")
+        step = np.where(tput, f.num("gstep"), np.where(old, f.num("gstep2"), f.num("step")))
         samples = Samples.build(
-            f.n, step=np.where(tput, f.num("gstep"), np.where(old, f.num("gstep2"),
-                                                              f.num("step"))),
-            epoch=np.where(old, f.num("ep2"), f.num("ep")),
-            samples_per_s=np.where(f.has("sps"), f.num("sps"), f.num("cur")), batch_size=batch)
+            f.n, step=np.where(pipe, f.num("psteps"), step),
+            epoch=np.where(old, f.num("ep2"), f.num("ep")), iter_time_s=f.num("ptime"),
+            loss=f.num("ploss"),
+            samples_per_s=np.where(f.has("sps"), f.num("sps"),
+                                   np.where(pipe, f.num("psps"), f.num("cur"))),
+            batch_size=batch)
         return samples, ~f.has("batch")
