@@ -42,6 +42,9 @@ class Sample:
     # for cumulative samples: how many iterations the average covers (Keras: i of i/n in the
     # current epoch); None when it covers the whole run so far
     period_n: int | None = None
+    # the job's world size (ranks), on a row of its own where the log states a new one: a
+    # new segment begins there (the stream makes these rows, not the parsers)
+    world_size: int | None = None
 
     def seconds_per_iter(self) -> float | None:
         """Seconds per iteration from whatever the line gave (time, step rate, sample rate)."""
@@ -80,8 +83,9 @@ class LineStats:
 
 # the numeric fields of a Sample, in declaration order; NaN marks "not stated"
 NUMERIC = ("step", "total_steps", "epoch", "total_epochs", "iter_time_s", "steps_per_s",
-           "samples_per_s", "batch_size", "loss", "period_n")
-INTEGERS = frozenset({"step", "total_steps", "total_epochs", "batch_size", "period_n"})
+           "samples_per_s", "batch_size", "loss", "period_n", "world_size")
+INTEGERS = frozenset({"step", "total_steps", "total_epochs", "batch_size", "period_n",
+                      "world_size"})
 
 
 @dataclass(slots=True)
@@ -105,6 +109,7 @@ class Samples:
     batch_size: np.ndarray
     loss: np.ndarray
     period_n: np.ndarray
+    world_size: np.ndarray
     eval: np.ndarray
     cumulative: np.ndarray
     # each row's line number in its log (1-based, counting lines as ``stream.clean`` splits
@@ -168,8 +173,10 @@ class Samples:
         columns = [_none_for_nan(getattr(self, name).tolist(), name in INTEGERS)
                    for name in NUMERIC]
         phases = [EVAL if e else TRAIN for e in self.eval.tolist()]
-        # Sample's positional order: the numbers up to loss, phase, cumulative, period_n
-        return list(map(Sample, *columns[:-1], phases, self.cumulative.tolist(), columns[-1]))
+        # Sample's positional order: the numbers up to loss, phase, cumulative, period_n,
+        # world_size
+        return list(map(Sample, *columns[:-2], phases, self.cumulative.tolist(),
+                        *columns[-2:]))
 
 
 def _none_for_nan(values: list[float], integer: bool) -> list:

@@ -55,10 +55,8 @@ class RankFilter:
             m = match(line)
             if m is None:
                 out.append(line)
-            elif int(m.group(1)) == keep:
-                out.append(line[m.end():])
             else:
-                out.append(b"")
+                out.append(line[m.end():] if int(m.group(1)) == keep else b"")
         return b"\n".join(out)
 
     def _detect(self, data: bytes) -> bool:

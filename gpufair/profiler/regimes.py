@@ -132,14 +132,14 @@ class RegimeTracker:
         else:
             cur.end_step = max(cur.end_step, step)
 
-    def restart(self, step: int) -> None:
-        """The job restarted (requeue, resume): a new segment, whose speed is what counts
-        now (another node, another world size); the batch size carries over until the log
-        states another."""
+    def restart(self, step: int, cause: str = "restart") -> None:
+        """The job restarted (requeue, resume) or its world size changed: a new segment,
+        whose speed is what counts now (another node, another world size); the batch size
+        carries over until the log states another."""
         cur = self.current
         self._pending.clear()
         if cur is not None and cur.values:
-            self.regimes.append(Regime(step, step, cur.batch_size, cause="restart"))
+            self.regimes.append(Regime(step, step, cur.batch_size, cause=cause))
 
     def observe_time(self, step: int, seconds: float, weight: float = 1.0) -> None:
         """One iteration time. Called once per timed log line, so the common path (the

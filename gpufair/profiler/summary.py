@@ -238,6 +238,9 @@ class Accumulator:
         fresh = self._fresh
         dropped = self._dropped
         for s, line in zip(rows, repeat(math.nan) if lines is None else lines, strict=False):
+            if s.world_size is not None:
+                self._new_segment("world_size")
+                continue
             if s.phase == EVAL:
                 rep.eval_samples += 1
                 dropped.note(EVALUATION, line)
@@ -316,12 +319,17 @@ class Accumulator:
                     self._report.duplicates += 1
                     return False
             self._report.restarts += 1
-            self.regimes.restart(step)
-            self._segment_samples = 0
-            self._recent.clear()
-            self._period = None
+            self._new_segment("restart", step)
         self._step_on(step, s.loss, timed)
         return True
+
+    def _new_segment(self, cause: str, step: int | None = None) -> None:
+        """A restart at ``step``, or a new world size (None: from the last step on): what
+        was timed before is another segment's, and warm-up comes again."""
+        self.regimes.restart(step if step is not None else self._last_step or 0, cause)
+        self._segment_samples = 0
+        self._recent.clear()
+        self._period = None
 
     def _cumulative(self, s: Sample, avg: float, step: int) -> bool:
         """Fold a cumulative average in; True when it starts a period (its first line is
@@ -675,7 +683,7 @@ class _Columns:
                                      samples.samples_per_s, self.batch)
         self.timed = ~np.isnan(self.spi)
         self.kind = _row_kinds(self.step, self.timed, samples.loss)
-        self.kind[_unconvertible(samples)] = _HARD
+        self.kind[_unconvertible(samples) | ~np.isnan(samples.world_size)] = _HARD
         self._hard = np.flatnonzero(self.kind == _HARD)
         self._stepped = np.flatnonzero(~np.isnan(self.step))
         # the _HARD rows followed by a run long enough to fold at once (MIN_RUN rows)
