@@ -120,6 +120,9 @@ class ShockwavePolicy(PolicyBase):
         self.settings = self.options
         self.state = ShockwaveState()
         self.solve_log: list[tuple[int, float, float | None, str]] = []  # (jobs, s, gap, status)
+        #: job id -> (its record, (regime history, K), prediction): derived, never state
+        self._trajectories: dict[str, tuple[Job, tuple[Any, int], tuple[Trajectory, float]
+                                            | None]] = {}
 
     # -- restart safety ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -133,6 +136,7 @@ class ShockwavePolicy(PolicyBase):
                 "targets": {k: [list(t) for t in v] for k, v in st.targets.items()}}
 
     def load_state_dict(self, data: Mapping[str, Any]) -> None:
+        self._trajectories.clear()
         self.state = ShockwaveState(
             regimes={k: [(int(b), float(e)) for b, e in v] for k, v in data["regimes"].items()},
             contention={k: (float(a), float(b)) for k, (a, b) in data["contention"].items()},
@@ -162,30 +166,50 @@ class ShockwavePolicy(PolicyBase):
                 changed |= self.settings.mode == "reactive"
             st.batch_seen[job.id] = job.batch_size
         active = {j.id for j in jobs}
-        for table in (st.regimes, st.contention, st.batch_seen, st.targets):
+        for table in (st.regimes, st.contention, st.batch_seen, st.targets,
+                      self._trajectories):
             for gone in set(table) - active:
                 del table[gone]
         return changed
 
-    def _view(self, job: Job, now: float, gpus: int) -> JobView | None:
+    def _trajectory(self, job: Job) -> tuple[Trajectory, float] | None:
+        """The job's predicted trajectory and remaining seconds, or None if unplannable.
+
+        Remembered per job while its record object and regime history stay the same: a
+        record is immutable, and the simulator hands out the same one until the job changes,
+        so a waiting job's prediction is made once, not every round."""
+        history = self.state.regimes.get(job.id)
+        key = (tuple(history) if history else None, self.settings.accordion_regimes)
+        cached = self._trajectories.get(job.id)
+        if cached is not None and cached[0] is job and cached[1] == key:
+            return cached[2]
+        found = self._predict(job, history or [(job.batch_size, 0.0)])
+        result = None if found is None else (found, found.remaining_seconds)
+        self._trajectories[job.id] = (job, key, result)
+        return result
+
+    def _predict(self, job: Job, history: Sequence[tuple[int, float]]) -> Trajectory | None:
         epochs_total = job.progress.epochs_total
         if not epochs_total or not job.samples_per_epoch or not job.batch_size:
-            trajectory = _static_trajectory(job)
-        else:
-            history = self.state.regimes.get(job.id, [(job.batch_size, 0.0)])
-            completed = [b - a for (_, a), (_, b) in itertools.pairwise(history)]
-            configs = configs_from_now(job.adaptation, job.initial_batch_size or job.batch_size,
-                                       job.batch_size, job.max_batch_size, len(completed),
-                                       self.settings.accordion_regimes)
-            seconds = [_epoch_seconds(job, b) for b in configs]
-            # a regime whose batch size was never measured cannot be planned: stop before it
-            usable = next((i for i, s in enumerate(seconds) if s is None), len(seconds))
-            seconds = [s for s in seconds[: max(1, usable)] if s is not None]
-            if not seconds:
-                return None
-            done = job.progress.epochs_done + _epoch_fraction(job)
-            trajectory = predict(epochs_total, done, completed, seconds)
-        remaining = trajectory.remaining_seconds
+            return _static_trajectory(job)
+        completed = [b - a for (_, a), (_, b) in itertools.pairwise(history)]
+        configs = configs_from_now(job.adaptation, job.initial_batch_size or job.batch_size,
+                                   job.batch_size, job.max_batch_size, len(completed),
+                                   self.settings.accordion_regimes)
+        seconds = [_epoch_seconds(job, b) for b in configs]
+        # a regime whose batch size was never measured cannot be planned: stop before it
+        usable = next((i for i, s in enumerate(seconds) if s is None), len(seconds))
+        seconds = [s for s in seconds[: max(1, usable)] if s is not None]
+        if not seconds:
+            return None
+        done = job.progress.epochs_done + _epoch_fraction(job)
+        return predict(epochs_total, done, completed, seconds)
+
+    def _view(self, job: Job, now: float, gpus: int) -> JobView | None:
+        found = self._trajectory(job)
+        if found is None:
+            return None
+        trajectory, remaining = found
         attained = job.attained_s
         waited = max(0.0, now - job.arrival_s - attained)
         total, span = self.state.contention.get(job.id, (0.0, 0.0))
@@ -393,14 +417,42 @@ def _rows(rows: Sequence[tuple[np.ndarray, np.ndarray, float]], n: int
     return matrix, np.array([r[2] for r in rows], dtype=float)
 
 
-def _padded(tables: Sequence[np.ndarray]) -> np.ndarray:
-    """Per-job tables of different lengths as one array, each row padded with its last value."""
-    width = max((len(t) for t in tables), default=1)
-    out = np.empty((len(tables), width))
-    for i, table in enumerate(tables):  # row slices: np.pad per row cost 30 µs each
-        out[i, :len(table)] = table
-        out[i, len(table):] = table[-1]
+def _epochs_after(trajectories: Sequence[Trajectory], seconds: np.ndarray) -> np.ndarray:
+    """``Trajectory.epochs_after`` for every trajectory (rows) at every time (columns).
+
+    The same steps as the scalar walk, regime by regime on whole arrays, so every entry is
+    the scalar's to the bit; a job with fewer regimes walks through zero-length ones, which
+    change nothing.
+    """
+    n = len(trajectories)
+    width = max((len(t.remaining_epochs) for t in trajectories), default=0)
+    epochs, per = np.zeros((n, width)), np.zeros((n, width))
+    for j, trajectory in enumerate(trajectories):
+        epochs[j, :len(trajectory.remaining_epochs)] = trajectory.remaining_epochs
+        per[j, :len(trajectory.epoch_seconds)] = trajectory.epoch_seconds
+    need = epochs * per
+    left = np.broadcast_to(np.asarray(seconds, dtype=float), (n, len(seconds))).copy()
+    done, out = np.zeros_like(left), np.zeros_like(left)
+    walking = np.ones(left.shape, dtype=bool)
+    for i in range(width):
+        e, p, cost = epochs[:, i, None], per[:, i, None], need[:, i, None]
+        through = left >= cost
+        rate = np.divide(left, p, out=np.zeros_like(left), where=p > 0)
+        stops = walking & ~through
+        out[stops] = (done + np.where(p > 0, rate, e))[stops]
+        walking &= through
+        done = np.where(walking, done + e, done)
+        left = np.where(walking, left - cost, left)
+    out[walking] = done[walking]
     return out
+
+
+def _running_sum(values: np.ndarray) -> float:
+    """Left-to-right sum from 0.0: the rounding of a per-job ``+=`` loop (np.sum pairs)."""
+    total = 0.0
+    for value in values.tolist():
+        total += value
+    return total
 
 
 def _with_ordering(a_ub: sp.csr_array, b_ub: np.ndarray, offsets: np.ndarray,
@@ -435,8 +487,7 @@ def _layout(views: Sequence[JobView], counts: np.ndarray, gpus: int, horizon: in
     counts = counts.astype(int)
     first = np.zeros(len(views), dtype=bool)
     free = gpus
-    for j in sorted(np.flatnonzero(counts > 0), key=lambda j: (counts[j] < horizon,
-                                                               -priority[j])):
+    for j in _ordered(np.flatnonzero(counts > 0), counts < horizon, -priority):
         if gang[j] <= free:
             first[j] = True
             free -= gang[j]
@@ -449,13 +500,20 @@ def _layout(views: Sequence[JobView], counts: np.ndarray, gpus: int, horizon: in
     return whole[:, np.argsort(-(priority @ whole), kind="stable")]
 
 
+def _ordered(items: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """``items`` sorted by (first, second) of each, ties in their given order (stable, as
+    ``sorted`` with a tuple key, without a Python call per item)."""
+    return items[np.lexsort((second[items], first[items]))]
+
+
 def _pack(gang: np.ndarray, counts: np.ndarray, gpus: int, rounds: int,
           priority: np.ndarray) -> np.ndarray | None:
     """Widest gangs first, each job into its emptiest rounds (earliest on ties)."""
     grid = np.zeros((len(gang), rounds), dtype=bool)
     free = np.full(rounds, gpus)
-    for j in sorted(np.flatnonzero(counts > 0), key=lambda j: (-gang[j], -priority[j])):
-        fits = [t for t in np.argsort(-free, kind="stable") if free[t] >= gang[j]]
+    for j in _ordered(np.flatnonzero(counts > 0), -gang, -priority):
+        order = np.argsort(-free, kind="stable")
+        fits = order[free[order] >= gang[j]]
         if len(fits) < counts[j]:
             return None
         chosen = fits[: counts[j]]
@@ -470,6 +528,9 @@ class Market:
 
     lu_j(s) = log(max(ε, (F_j + epochs after s rounds) / E_j)) and rem_j(s) = max(0,
     R_j - s·D): regime order and speed-ups are inside the tables (spec §2.7, compact form).
+    The tables are computed for every job at once on a jobs × (T + 1) grid (a per-job,
+    per-round Python loop was most of a re-plan at hundreds of jobs); ``lu_full`` and
+    ``rem_full`` hold them padded with each job's last value, ``tops`` each job's S_j.
     """
 
     views: Sequence[JobView]
@@ -481,19 +542,33 @@ class Market:
     remaining: list[np.ndarray] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.log_util, self.remaining = [], []
-        d = self.round_s
-        for view in self.views:
-            s = np.arange(max(1, min(self.horizon, math.ceil(view.remaining_s / d))) + 1)
-            progress = np.array([view.trajectory.epochs_after(k * d) for k in s])
-            total = view.job.progress.epochs_total
-            if total:
-                done = view.job.progress.epochs_done + _epoch_fraction(view.job)
-                util = (done + progress) / total
-            else:
-                util = np.minimum(1.0, s * d / max(view.remaining_s, d))
-            self.log_util.append(_log(util, self.settings.log_approximation_bases))
-            self.remaining.append(np.maximum(0.0, view.remaining_s - s * d))
+        d, n = self.round_s, len(self.views)
+        remaining_s = np.array([v.remaining_s for v in self.views], dtype=float)
+        self.tops = np.array([max(1, min(self.horizon, math.ceil(r / d))) for r in remaining_s],
+                             dtype=int).reshape(n)
+        s = np.arange(self.horizon + 1)
+        progress = _epochs_after([v.trajectory for v in self.views], s * d)
+        totals = np.array([v.job.progress.epochs_total or 0 for v in self.views], dtype=float)
+        done = np.array([v.job.progress.epochs_done + _epoch_fraction(v.job) if t else 0.0
+                         for v, t in zip(self.views, totals, strict=True)], dtype=float)
+        has_total = totals != 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            util = np.where(has_total[:, None],
+                            (done[:, None] + progress) / np.where(has_total, totals, 1.0)[:, None],
+                            np.minimum(1.0, s * d / np.maximum(remaining_s, d)[:, None]))
+        lu = _log(util.reshape(n, len(s)), self.settings.log_approximation_bases)
+        rem = np.maximum(0.0, remaining_s[:, None] - s * d)
+        # pad each row past S_j with its value at S_j (what _step_gains and _at index)
+        index = np.minimum(s, self.tops[:, None])
+        rows = np.arange(n)[:, None]
+        self.lu_full, self.rem_full = lu[rows, index], rem[rows, index]
+        self.log_util = [self.lu_full[j, :top + 1] for j, top in enumerate(self.tops)]
+        self.remaining = [self.rem_full[j, :top + 1] for j, top in enumerate(self.tops)]
+        self.weights = np.array([v.weight for v in self.views], dtype=float)
+        self.gangs = np.array([v.job.gpus for v in self.views], dtype=int)
+        self.widths = np.array([self._width(v) for v in self.views], dtype=float)
+        self.offsets = np.concatenate([[0], np.cumsum(self.tops)]).astype(int)
+        self._tables = (self.lu_full, self.rem_full, self.weights * self._scale, self.widths)
 
     @property
     def _scale(self) -> float:
@@ -513,7 +588,7 @@ class Market:
     @property
     def _offsets(self) -> np.ndarray:
         """Where each job's δ columns start; the last entry is h's column."""
-        return np.concatenate([[0], np.cumsum([len(lu) - 1 for lu in self.log_util])])
+        return self.offsets
 
     def count_problem(self, relaxed: bool = False) -> LinearProgram:
         """Incremental binaries δ[j,s] = [s_j ≥ s] (ordered), h; one aggregate capacity row.
@@ -522,34 +597,43 @@ class Market:
         jobs whose utility increments grow somewhere (a regime speed-up): with shrinking
         increments (most jobs) the LP orders them by itself, so their rows are redundant, and
         without them the model has a few hundred rows instead of one per job-round.
+
+        Built from flat arrays over all (job, s) at once; the entries, their order and the
+        sums' order are those of a per-job construction (tests/test_shockwave_fast.py).
         """
-        offsets = self._offsets
+        n, offsets, tops = len(self.views), self.offsets, self.tops
         h = int(offsets[-1])
+        owner = np.repeat(np.arange(n), tops)  # the job of each δ column
+        step = np.arange(h) - offsets[:-1][owner]  # s - 1 of each δ column
+        lu_step = self.lu_full[owner, step + 1] - self.lu_full[owner, step]
+        drop = -(self.rem_full[owner, step + 1] - self.rem_full[owner, step])
+        budget = self.weights * self._scale
         c = np.zeros(h + 1)
+        c[:h] = budget[owner] * lu_step
         c[h] = self._h_weight()
-        constant = 0.0
-        ub_rows: list[tuple[np.ndarray, np.ndarray, float]] = []
-        spread_cols, spread_vals, spread_rhs = [], [], 0.0
-        capacity_cols, capacity_vals = [], []
-        for j, view in enumerate(self.views):
-            lu, rem = self.log_util[j], self.remaining[j]
-            cols = offsets[j] + np.arange(len(lu) - 1)
-            c[cols] = view.weight * self._scale * np.diff(lu)
-            constant += view.weight * self._scale * lu[0]
-            drop = -np.diff(rem)  # rem(s-1) - rem(s) >= 0
-            ub_rows.append((np.append(cols, h), np.append(-drop, -1.0), -rem[0]))
-            spread_cols.append(cols)
-            spread_vals.append(-drop * self._width(view))
-            spread_rhs -= rem[0] * self._width(view)
-            capacity_cols.append(cols)
-            capacity_vals.append(np.full(len(cols), float(view.job.gpus)))
-        ub_rows.append((np.append(np.concatenate(spread_cols), h),
-                        np.append(np.concatenate(spread_vals), -1.0), spread_rhs))
-        ub_rows.append((np.concatenate(capacity_cols), np.concatenate(capacity_vals),
-                        float(self.gpus * self.horizon)))
-        a_ub, b_ub = _rows(ub_rows, h + 1)
-        convex = np.array([relaxed and bool(np.all(np.diff(lu, 2) <= 0))
-                           for lu in self.log_util], dtype=bool)
+        constant = _running_sum(budget * self.lu_full[:, 0])
+        # rows 0..n-1: rem_j(0) - Σ drop δ_j ≤ h; row n: the spread; row n+1: capacity
+        job_cols = np.empty(h + n, dtype=int)
+        job_vals = np.empty(h + n)
+        slot = np.arange(h) + owner  # each job's block, then its h entry
+        job_cols[slot], job_vals[slot] = np.arange(h), -drop
+        job_cols[offsets[1:] + np.arange(n)] = h
+        job_vals[offsets[1:] + np.arange(n)] = -1.0
+        cols = np.concatenate([job_cols, np.arange(h), [h], np.arange(h)])
+        vals = np.concatenate([job_vals, -drop * self.widths[owner], [-1.0],
+                               self.gangs[owner].astype(float)])
+        row_idx = np.concatenate([np.repeat(np.arange(n), tops + 1),
+                                  np.full(h + 1, n), np.full(h, n + 1)])
+        spread_rhs = -_running_sum(self.rem_full[:, 0] * self.widths)
+        b_ub = np.concatenate([-self.rem_full[:, 0],
+                               [spread_rhs, float(self.gpus * self.horizon)]])
+        a_ub = sp.csr_array((vals, (row_idx, cols)), shape=(n + 2, h + 1))
+        if relaxed:
+            second = np.diff(self.lu_full, 2, axis=1)
+            inside = np.arange(second.shape[1]) < (self.tops - 1)[:, None]
+            convex = ~np.any((second > 0) & inside, axis=1)
+        else:
+            convex = np.zeros(n, dtype=bool)
         a_ub, b_ub = _with_ordering(a_ub, b_ub, offsets, skip=convex)
         integrality = None if relaxed else np.arange(h + 1) < h
         ub = np.ones(h + 1)
@@ -559,32 +643,31 @@ class Market:
                              name="shockwave_counts_lp" if relaxed else "shockwave_counts")
 
     def counts_from(self, x: np.ndarray) -> np.ndarray:
-        offsets = self._offsets
+        offsets = self.offsets
         return np.array([round(x[offsets[j]:offsets[j + 1]].sum())
                          for j in range(len(self.views))])
 
     def start_from(self, counts: np.ndarray) -> np.ndarray:
         """The count problem's point for ``counts``: a MIP start for it."""
-        offsets = self._offsets
+        offsets = self.offsets
         x = np.zeros(int(offsets[-1]) + 1)
         for j, k in enumerate(counts):
             x[offsets[j]:offsets[j] + int(k)] = 1.0
         x[-1] = self._makespan(counts)
         return x
 
-    def _at(self, tables: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
-        return np.array([table[int(k)] for table, k in zip(tables, counts, strict=True)])
+    def _at(self, table: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        return table[np.arange(len(counts)), np.asarray(counts, dtype=int)]
 
     def _makespan(self, counts: np.ndarray) -> float:
         """h at ``counts``: the longest remaining time or the spread term, whichever is larger."""
-        rem = self._at(self.remaining, counts)
-        widths = np.array([self._width(v) for v in self.views])
-        return max(0.0, float(rem.max(initial=0.0)), float(widths @ rem))
+        rem = self._at(self.rem_full, counts)
+        return max(0.0, float(rem.max(initial=0.0)), float(self.widths @ rem))
 
     def value(self, counts: np.ndarray) -> float:
         """The count problem's objective at ``counts`` (constant included)."""
-        weights = np.array([v.weight for v in self.views]) * self._scale
-        return float(weights @ self._at(self.log_util, counts)) \
+        weights = self.weights * self._scale
+        return float(weights @ self._at(self.lu_full, counts)) \
             + self._h_weight() * self._makespan(counts)
 
     def round_counts(self, x: np.ndarray) -> np.ndarray:
@@ -600,8 +683,7 @@ class Market:
         """
         offsets = self._offsets
         sums = np.add.reduceat(x[:-1], offsets[:-1]) if len(x) > 1 else np.zeros(0)
-        tops = np.array([len(lu) - 1 for lu in self.log_util])
-        gangs = np.array([v.job.gpus for v in self.views])
+        tops, gangs = self.tops, self.gangs
         best: np.ndarray | None = None
         for rounded in (np.floor(sums + 1e-6), np.ceil(sums - 1e-6)):
             counts = np.clip(rounded.astype(int), 0, tops)
@@ -622,14 +704,9 @@ class Market:
         """The objective's change if one job's count moves by ``step`` (±1), per job; -inf
         where the move leaves 0..S_j. h counted exactly: the others' longest remaining time
         (top two of the current ones), the job's new one, and the spread term."""
-        if not hasattr(self, "_tables"):
-            self._tables = (_padded(self.log_util), _padded(self.remaining),
-                            np.array([v.weight for v in self.views]) * self._scale,
-                            np.array([self._width(v) for v in self.views]))
         lu, rem, weights, widths = self._tables
         rows = np.arange(len(counts))
-        tops = np.array([len(t) - 1 for t in self.log_util])
-        moved = np.clip(counts + step, 0, tops)
+        moved = np.clip(counts + step, 0, self.tops)
         now_rem, new_rem = rem[rows, counts], rem[rows, moved]
         order = np.argsort(-now_rem)
         first = now_rem[order[0]] if len(order) else 0.0
