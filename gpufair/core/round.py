@@ -132,11 +132,14 @@ class Round:
         if self.rules.fill_idle and self.rules.mode == "hard":
             actions += fill_idle(state, plan, actions)
         deferred: list[Deferred] = []
-        for guard in self.rules.guards():
-            actions, held = guard(state, actions)
-            deferred += held
-        jobs = {j.id: j for j in state.jobs}
-        keys = [action_key(a, jobs.get(a.job_id)) for a in actions]
+        if actions:   # a guard only ever holds actions back: with none, each would only scan
+            for guard in self.rules.guards():
+                actions, held = guard(state, actions)
+                deferred += held
+        keys: list[str | None] = []
+        if actions:
+            jobs = {j.id: j for j in state.jobs}
+            keys = [action_key(a, jobs.get(a.job_id)) for a in actions]
         return RoundResult(state, plan, actions, keys, deferred, rows, elapsed, preemptive)
 
     def diff(self, state: ClusterState, plan: Plan, preemptive: bool) -> list[Action]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import lru_cache
 from types import MappingProxyType
 
 
@@ -60,8 +61,14 @@ class Node:
     unavailable: tuple[int, ...] = ()
 
     def gpu_ids(self) -> tuple[str, ...]:
-        return tuple(gpu_id(self.name, i) for i in range(self.gpus)
-                     if i not in self.unavailable)
+        return _gpu_ids(self.name, self.gpus, tuple(self.unavailable))
+
+
+@lru_cache(maxsize=1 << 16)
+def _gpu_ids(name: str, gpus: int, unavailable: tuple[int, ...]) -> tuple[str, ...]:
+    """Cached: every round asks every node for its GPU ids (placement, guards), and building
+    the strings again each time was a large share of a simulated event's cost."""
+    return tuple(gpu_id(name, i) for i in range(gpus) if i not in unavailable)
 
 
 def gpu_id(node: str, index: int) -> str:
@@ -163,6 +170,8 @@ class Job:
     def placement_problem(self, gpu_ids: tuple[str, ...], type_of: Mapping[str, str]
                           ) -> str | None:
         """Why running on ``gpu_ids`` breaks what the job asked for, or None."""
+        if self.allowed_nodes is None and self.nodes is None and self.gpu_types is None:
+            return None   # asks nothing: the common case, checked for every placed job
         hosts: dict[str, int] = {}
         for gpu in gpu_ids:
             hosts[node_of(gpu)] = hosts.get(node_of(gpu), 0) + 1
@@ -192,6 +201,44 @@ class Job:
         return 0.0 if value is None else value
 
 
+#: A tuple, not a set: membership is then an identity check, with no call to Enum.__hash__.
+_ACTIVE = tuple(s for s in JobState if s.active)
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeFacts:
+    usable: tuple[Node, ...]
+    counts: dict[str, int]          # usable GPUs per type, in first-seen order of the nodes
+    type_of: dict[str, str]         # GPU id -> type, usable GPUs only
+
+
+#: Facts of the last few node tuples, by identity (each entry keeps its tuple alive, so an id
+#: is never reused while cached). A simulator or daemon hands the same tuple to every
+#: snapshot, so each round reads them instead of walking every node and GPU several times.
+_FACTS: dict[int, tuple[tuple[Node, ...], _NodeFacts]] = {}
+_FACTS_KEPT = 8
+
+
+def _node_facts(nodes: tuple[Node, ...]) -> _NodeFacts:
+    hit = _FACTS.get(id(nodes))
+    if hit is not None and hit[0] is nodes:
+        return hit[1]
+    facts = _compute_node_facts(nodes)
+    if type(nodes) is tuple:   # a list could change under the cache
+        if len(_FACTS) >= _FACTS_KEPT:
+            del _FACTS[next(iter(_FACTS))]
+        _FACTS[id(nodes)] = (nodes, facts)
+    return facts
+
+
+def _compute_node_facts(nodes: Iterable[Node]) -> _NodeFacts:
+    usable = tuple(n for n in nodes if n.state is NodeState.UP)
+    counts: dict[str, int] = {}
+    for n in usable:
+        counts[n.gpu_type] = counts.get(n.gpu_type, 0) + n.gpus - len(n.unavailable)
+    return _NodeFacts(usable, counts, {g: n.gpu_type for n in usable for g in n.gpu_ids()})
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterState:
     """One consistent view of the cluster at ``time_s``.
@@ -208,7 +255,7 @@ class ClusterState:
     gpu_types: tuple[GpuType, ...] = ()
 
     def active_jobs(self) -> tuple[Job, ...]:
-        return tuple(j for j in self.jobs if j.state.active)
+        return tuple(j for j in self.jobs if j.state in _ACTIVE)
 
     def job(self, job_id: str) -> Job:
         for j in self.jobs:
@@ -217,21 +264,18 @@ class ClusterState:
         raise KeyError(job_id)
 
     def usable_nodes(self) -> tuple[Node, ...]:
-        return tuple(n for n in self.nodes if n.state is NodeState.UP)
+        return _node_facts(self.nodes).usable
 
     def gpu_count(self, gpu_type: str | None = None) -> int:
-        return sum(n.gpus - len(n.unavailable) for n in self.usable_nodes()
-                   if gpu_type is None or n.gpu_type == gpu_type)
+        counts = _node_facts(self.nodes).counts
+        return sum(counts.values()) if gpu_type is None else counts.get(gpu_type, 0)
 
     def gpu_type_names(self) -> tuple[str, ...]:
-        seen: dict[str, None] = {}
-        for n in self.usable_nodes():
-            seen.setdefault(n.gpu_type, None)
-        return tuple(seen)
+        return tuple(_node_facts(self.nodes).counts)
 
     def gpu_type_of(self) -> dict[str, str]:
-        """GPU id → type, for every usable GPU."""
-        return {g: n.gpu_type for n in self.usable_nodes() for g in n.gpu_ids()}
+        """GPU id → type, for every usable GPU (a fresh dict the caller may change)."""
+        return dict(_node_facts(self.nodes).type_of)
 
     def with_jobs(self, jobs: Iterable[Job]) -> ClusterState:
         return replace(self, jobs=tuple(jobs))

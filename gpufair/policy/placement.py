@@ -40,11 +40,17 @@ def greedy_walk(ordered: Iterable[Job], capacity: dict[str, int],
     free = dict(capacity)
     current = current or {}
     picks: list[tuple[Job, str]] = []
+    # once the cluster is full the rest of the queue is only skipped: no type has room for a
+    # gang larger than the largest free count, so those jobs need no look at their rates
+    largest = max(free.values(), default=0)
     for job in ordered:
+        if job.gpus > largest:
+            continue
         gpu_type = fastest_type(job, free, current.get(job.id))
         if gpu_type is None:
             continue
         free[gpu_type] -= job.gpus
+        largest = max(free.values())
         picks.append((job, gpu_type))
     return picks
 
@@ -61,9 +67,12 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     """
     free: dict[str, list[str]] = {}
     nodes_of: dict[str, list[str]] = {}
+    biggest: dict[str, int] = {}   # the most GPUs one node of a type has (a gang fits whole?)
     for node in state.usable_nodes():
         free[node.name] = list(node.gpu_ids())
         nodes_of.setdefault(node.gpu_type, []).append(node.name)
+        biggest[node.gpu_type] = max(biggest.get(node.gpu_type, 0), len(free[node.name]))
+    named = {t: set(names) for t, names in nodes_of.items()}
     cursor = dict.fromkeys(nodes_of, 0)
     order = sorted(picks, key=lambda p: -p[0].gpus)
     chosen: dict[str, tuple[str, ...]] = {}
@@ -71,7 +80,7 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     for job, gpu_type in order:
         held = job.gpus_held
         if len(held) == job.gpus and all(g in free.get(node_of(g), ()) for g in held) and \
-                all(node_of(g) in nodes_of.get(gpu_type, ()) for g in held) and \
+                all(node_of(g) in named.get(gpu_type, ()) for g in held) and \
                 job.placement_problem(held, type_of) is None:
             chosen[job.id] = held
             for g in held:
@@ -90,7 +99,12 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
         while cursor[gpu_type] < len(names) and not free[names[cursor[gpu_type]]]:
             cursor[gpu_type] += 1
         rest = names[cursor[gpu_type]:]
-        whole = next((n for n in rest if len(free[n]) >= job.gpus), None)
+        if job.gpus <= 1:   # the cursor stops at the first node with a free GPU
+            whole = rest[0] if rest else None
+        elif job.gpus > biggest.get(gpu_type, 0):
+            whole = None
+        else:
+            whole = next((n for n in rest if len(free[n]) >= job.gpus), None)
         gpus: list[str] = []
         for name in [whole] if whole is not None else rest:
             take = free[name][: job.gpus - len(gpus)]

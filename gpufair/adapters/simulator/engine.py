@@ -238,15 +238,22 @@ class TraceSimulator:
         epochs_done = 0
         if job.epochs is not None and job.batch:
             epochs_done = int(job.run // iterations_per_epoch(job.model, job.batch))
-        return Job(id=job.id, gpus=job.sf, state=state, arrival_s=job.arrival_s,
-                   start_s=job.start_s, finish_s=job.finish_s,
+        if job.record_fixed is None:
+            job.record_fixed = self._fixed_fields(job)
+        return Job(**job.record_fixed, state=state, start_s=job.start_s, finish_s=job.finish_s,
                    progress=Progress(job.run, job.total, epochs_done, job.epochs),
-                   throughput=job.profile, model=job.model, batch_size=job.batch,
-                   initial_batch_size=job.b0, adaptation=job.mode,
-                   samples_per_epoch=SAMPLES_PER_EPOCH.get(job.model),
-                   max_batch_size=MAX_BATCH.get(job.model, job.b0) if job.adapts else job.b0,
-                   batch_rates=job.batch_rates, weight=job.trace.priority_weight,
-                   attained_s=job.attained_s, restarts=job.restarts, gpus_held=job.held)
+                   throughput=job.profile, batch_size=job.batch, attained_s=job.attained_s,
+                   restarts=job.restarts, gpus_held=job.held)
+
+    @staticmethod
+    def _fixed_fields(job: SimJob) -> dict[str, object]:
+        """The record fields a job keeps for its whole life, computed once: running jobs get
+        a new record at every event, and looking these up again was much of its cost."""
+        return dict(id=job.id, gpus=job.sf, arrival_s=job.arrival_s, model=job.model,
+                    initial_batch_size=job.b0, adaptation=job.mode,
+                    samples_per_epoch=SAMPLES_PER_EPOCH.get(job.model),
+                    max_batch_size=MAX_BATCH.get(job.model, job.b0) if job.adapts else job.b0,
+                    batch_rates=job.batch_rates, weight=job.trace.priority_weight)
 
     def _admit(self) -> None:
         while self._next_arrival < len(self.jobs) and \
@@ -373,15 +380,14 @@ class TraceSimulator:
             self._round_start = self.now
             self._count_active_round()
             self.rounds += 1
-        running = [j for j in self._active if j.held]
+        running = [(j, self._held_rate(j)) for j in self._active if j.held]
         boundary = self._round_start + self.round_s
         upcoming = [boundary, self._next_arrival_time()]
-        for job in running:
-            upcoming.append(self.now + job.overhead_left_s + job.remaining / self._held_rate(job))
+        for job, rate in running:
+            upcoming.append(self.now + job.overhead_left_s + job.remaining / rate)
         target = min(upcoming)
         elapsed = target - self.now
-        for job in running:
-            rate = self._held_rate(job)
+        for job, rate in running:
             overhead = min(elapsed, job.overhead_left_s)
             job.overhead_left_s -= overhead
             productive = elapsed - overhead
@@ -389,7 +395,7 @@ class TraceSimulator:
             job.attained_s += elapsed if self.semantics.attained_includes_overhead else productive
             self.busy_gpu_s += productive * job.sf
         self.now = target
-        for job in running:
+        for job, _ in running:
             if job.remaining <= _EPS * max(1.0, job.total):
                 job.held = ()
                 self._finish(job, target)
