@@ -50,7 +50,7 @@ def test_world_size_rows_fold_alike_by_rows_and_columns() -> None:
     from tests.test_profiler_summary_columns import feed_both
     n = 200
     world = np.full(n, np.nan)
-    world[120] = 4.0
+    world[[0, 60, 120]] = [2.0, 2.0, 4.0]  # set, the same again (no segment), changed
     step = np.where(np.isnan(world), np.arange(n, dtype=float), np.nan)
     times = np.where(np.arange(n) < 120, 0.2, 0.1)
     samples = Samples.build(n, step=step, iter_time_s=np.where(np.isnan(world), times, np.nan),

@@ -54,7 +54,7 @@ class Fields:
     """
 
     __slots__ = ("_has", "_num", "_starts", "_text", "bad", "contexts", "line", "n",
-                 "segment")
+                 "segment", "world")
 
     def __init__(self, n: int, segment: np.ndarray | None = None,
                  contexts: list[dict] | None = None) -> None:
@@ -68,6 +68,8 @@ class Fields:
         self.bad = np.zeros(n, dtype=bool)
         # each row's line index within its log's chunk (0-based)
         self.line = np.zeros(n, dtype=np.int64)
+        # world sizes stated on lines the family does not read: (log, line index, size)
+        self.world: list[tuple[int, int, int]] = []
 
     def _segment_starts(self) -> np.ndarray:
         """Per row, the index of the first row of its log."""
@@ -154,6 +156,12 @@ class Fields:
         return column
 
 
+# a statement of the job's world size (a change starts a new segment): ``world_size=8``,
+# ``WORLD_SIZE: 8``, ``--num_gpus 8``, ``nproc_per_node=8``, Megatron's ``world_size .... 8``
+WORLD = re.compile(rb"\b(?:world_size|WORLD_SIZE|num_gpus|nproc_per_node)\b[\"']?"
+                   rb"\s*(?:[=:]|\.{2,})?\s*(\d+)")
+
+
 class Extractor:
     """One family's pattern, applied through templates (cached per family, across logs).
 
@@ -175,6 +183,8 @@ class Extractor:
         self.lenient = lenient
         self._keyed = items is not None and {"key", "value"} <= set(items.groupindex)
         self._cache: dict[int, _Template | str | None] = {}
+        # per skeleton of a line the family does not read: whether it states a world size
+        self._world: dict[int, bool] = {}
 
     def _captures(self, line: str) -> dict[str, tuple[int, int]] | None:
         """Spans of every group (and item field) of ``line`` that took part; None: no match."""
@@ -243,6 +253,7 @@ class Extractor:
         matched = np.zeros(n_lines, dtype=bool)
         templated: list[tuple[_Template, np.ndarray]] = []
         one_by_one: list[int] = []
+        stating: list[int] = []  # lines that state a world size
         for t, (key, rep) in enumerate(zip(keys.tolist(), first.tolist(), strict=True)):
             template = cache.get(key, _UNSEEN)
             if template is _UNSEEN:
@@ -251,6 +262,8 @@ class Extractor:
                 line = data[starts[rep]:ends[rep]].decode("utf-8")
                 template = cache[key] = self._template(line, int(token_counts[rep]))
             if template is None:
+                if self._states_world(key, data, starts[rep], ends[rep]):
+                    stating.extend(order[bounds[t]:bounds[t + 1]].tolist())
                 continue
             lines = order[bounds[t]:bounds[t + 1]]
             if template == _PER_LINE:
@@ -284,7 +297,33 @@ class Extractor:
                                 scanned.values)
         for i, captured in singles:
             self._fill_row(fields, int(row_of[i]), captured)
+        if stating:
+            self._read_world(fields, data, sorted(stating), starts, ends, offsets)
         return fields
+
+    def _states_world(self, key: int, data: bytes, start: int, end: int) -> bool:
+        """Whether the lines of a skeleton state a world size (judged once per skeleton on
+        its first line, as templates are: a log has a few dozen skeletons, so the words are
+        never searched for in the bytes of every line)."""
+        hit = self._world.get(key)
+        if hit is None:
+            if len(self._world) >= MAX_TEMPLATES:
+                self._world.clear()
+            hit = self._world[key] = WORLD.search(data[start:end]) is not None
+        return hit
+
+    @staticmethod
+    def _read_world(fields: Fields, data: bytes, lines: list[int], starts: np.ndarray,
+                    ends: np.ndarray, offsets: list[int] | None) -> None:
+        """The world sizes stated on ``lines`` (indices in ``data``), into ``fields.world``
+        as (log, line index in that log's chunk, size)."""
+        bounds = np.asarray(offsets if offsets else [0])
+        first_line = np.searchsorted(starts, bounds)
+        for i in lines:
+            m = WORLD.search(data[starts[i]:ends[i]])
+            if m is not None:
+                log = int(np.searchsorted(bounds, starts[i], side="right")) - 1
+                fields.world.append((log, i - int(first_line[log]), int(m.group(1))))
 
     def _fill_template(self, fields: Fields, template: _Template, rows: np.ndarray,
                        first_token: np.ndarray, values: np.ndarray) -> None:

@@ -13,18 +13,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from gpufair.profiler.events import LineStats, Samples
 from gpufair.profiler.parsers import Parser, detect, parser_for, sample_lines
 from gpufair.profiler.ranks import RankFilter
 
 PENDING_BYTES = 16384
-# a statement of the job's world size: ``world_size=8``, ``WORLD_SIZE: 8``, ``--num_gpus 8``,
-# ``nproc_per_node=8`` (the words are looked for first: most chunks have none)
-_WORLD_WORDS = (b"world_size", b"WORLD_SIZE", b"num_gpus", b"nproc_per_node")
-_WORLD = re.compile(rb"\b(?:world_size|WORLD_SIZE|num_gpus|nproc_per_node)\b[\"']?"
-                    rb"\s*(?:[=:]|\.{2,})?\s*(\d+)")
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -77,7 +70,6 @@ class LogStream:
         # DeepSpeed's config dump may come before any line that identifies the family)
         self._pending = b""
         self._first_line = 0  # the line number before the first line of the chunk parsed
-        self.world_size: int | None = None  # the last one the log stated
 
     @property
     def family(self) -> str | None:
@@ -102,34 +94,6 @@ class LogStream:
             0 if data.endswith(b"\n") or not data else 1)
         return data
 
-    def _with_world_sizes(self, data: bytes, samples: Samples) -> Samples:
-        """The samples with a row where the log states a new world size (a new segment:
-        the speed before it is another job's), in line order.
-
-        Statements are lines such as ``world_size=8`` (``_WORLD``); the first only sets the
-        world size. (A new rank count in rank prefixes is not one yet: ranks first seen
-        late, or local ranks against a global world size, would read as changes.)"""
-        if not any(word in data for word in _WORLD_WORDS):
-            return samples
-        found = []
-        line, at = 0, 0
-        for m in _WORLD.finditer(data):
-            line += data.count(b"\n", at, m.start())
-            at = m.start()
-            found.append((line, int(m.group(1))))
-        changes = []
-        for line, size in found:
-            if self.world_size is not None and size != self.world_size:
-                changes.append((line, size))
-            self.world_size = size
-        if not changes:
-            return samples
-        lines, sizes = zip(*changes, strict=True)
-        stated = Samples.build(len(changes), world_size=sizes,
-                               line=np.asarray(lines, dtype=np.float64) + self._first_line + 1)
-        both = Samples.concat([stated, samples])
-        return both.take(np.argsort(both.line, kind="stable"))
-
     def _count_ignored(self) -> None:
         st = self.stats
         st.ignored = max(0, st.lines - st.parsed - st.malformed - st.binary)
@@ -151,10 +115,10 @@ def feed_many(chunks: Sequence[tuple[LogStream, bytes]]) -> list[Samples]:
     for family, batch in batches.items():
         parsed = family.parse_many([s.parser for _, s, _ in batch],  # type: ignore[misc]
                                    [data for _, _, data in batch], [s.stats for _, s, _ in batch])
-        for (i, stream, data), samples in zip(batch, parsed, strict=True):
+        for (i, stream, _), samples in zip(batch, parsed, strict=True):
             stream._count_ignored()
             samples.line += stream._first_line + 1
-            out[i] = stream._with_world_sizes(data, samples)
+            out[i] = samples
     return out
 
 

@@ -203,6 +203,7 @@ class Accumulator:
         # in samples/s when no time per iteration can be had
         self._rates: deque[float] = deque(maxlen=WINDOW)
         self._dropped = DroppedLines()
+        self._world_size: int | None = None  # the last the log stated
 
     def seed(self, last_step: int) -> None:
         """Resume after a daemon restart: the step the previous process had reached."""
@@ -238,8 +239,10 @@ class Accumulator:
         fresh = self._fresh
         dropped = self._dropped
         for s, line in zip(rows, repeat(math.nan) if lines is None else lines, strict=False):
-            if s.world_size is not None:
-                self._new_segment("world_size")
+            if s.world_size is not None:  # a statement of the world size (``extract.WORLD``)
+                if self._world_size is not None and s.world_size != self._world_size:
+                    self._new_segment("world_size")
+                self._world_size = s.world_size
                 continue
             if s.phase == EVAL:
                 rep.eval_samples += 1

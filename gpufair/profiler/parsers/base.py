@@ -131,4 +131,14 @@ class Parser:
             part = kept if logs == 1 else kept.take(slice(cuts[i], cuts[i + 1]))
             st.parsed += len(part)
             out.append(part)
+        for log, line, size in f.world:  # (rare: where a log states its world size)
+            out[log] = _with_row(out[log], line, world_size=size)
         return out
+
+
+def _with_row(samples: Samples, line: int, **numbers: float) -> Samples:
+    """The samples with one more row at ``line`` (an index in the chunk, as ``line`` is
+    there), placed before the rows of later lines."""
+    at = int(np.searchsorted(samples.line, line, side="left"))
+    row = Samples.build(1, line=float(line), **numbers)
+    return Samples.concat([samples.take(slice(0, at)), row, samples.take(slice(at, None))])
