@@ -64,8 +64,9 @@ such a job. Left out: the first timed line of each segment and a leading run of 
 values (warm-up), evaluation lines, intervals that span an evaluation, and rare pauses
 (values above 4x the median that are at most 5% of the window: checkpoint saves, eval
 runs). Averages a trainer prints since the start of an epoch or run are differenced
-between lines. A restart, resume or batch-size change starts a segment; the reading is
-the last one's, the others are listed as regimes."""
+between lines. A restart, resume, new world size or batch-size change starts a segment;
+the reading is the last one's, the others are listed as regimes. A log whose lines carry
+rank prefixes is read from one rank's lines (rank 0, or the lowest seen)."""
 
 
 def explain(rows: Sequence[tuple[str, object]]) -> str:
