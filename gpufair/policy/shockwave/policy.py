@@ -275,7 +275,7 @@ class ShockwavePolicy(PolicyBase):
             if not full.ok:
                 return {}
             grid = market.grid_from(full.x)
-        return {v.job.id: [bool(x) for x in grid[j]] for j, v in enumerate(views)}
+        return dict(zip((v.job.id for v in views), grid.astype(bool).tolist(), strict=True))
 
     def _counts(self, market: Market) -> np.ndarray | None:
         """Round counts within ``solver_rel_gap`` of the count MILP's optimum, or None.
@@ -569,6 +569,8 @@ class Market:
         self.widths = np.array([self._width(v) for v in self.views], dtype=float)
         self.offsets = np.concatenate([[0], np.cumsum(self.tops)]).astype(int)
         self._tables = (self.lu_full, self.rem_full, self.weights * self._scale, self.widths)
+        #: Z_0 for H's weight, summed once (the rounding asks for the weight per step)
+        self._z0 = sum(v.remaining_s for v in self.views) or 1.0
 
     @property
     def _scale(self) -> float:
@@ -577,8 +579,7 @@ class Market:
     def _h_weight(self) -> float:
         if self.settings.makespan_weight_per_s is not None:
             return -self.settings.makespan_weight_per_s * self.horizon / self.gpus
-        z0 = sum(v.remaining_s for v in self.views) or 1.0
-        return -self.settings.makespan_weight / z0
+        return -self.settings.makespan_weight / self._z0
 
     def _width(self, view: JobView) -> float:
         if self.settings.makespan_weight_per_s is not None:
