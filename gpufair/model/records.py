@@ -7,8 +7,8 @@ the store without copies.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import lru_cache
 from types import MappingProxyType
@@ -202,7 +202,36 @@ class Job:
 
 
 #: A tuple, not a set: membership is then an identity check, with no call to Enum.__hash__.
+#: Job's fields in declaration order: the order :func:`job_from_values` takes them in.
+JOB_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Job))
+_JOB_SETTERS = tuple(getattr(Job, name).__set__ for name in JOB_FIELDS)
+
+
+def job_from_values(values: Sequence[object]) -> Job:
+    """``Job(*values)`` with every field given, in :data:`JOB_FIELDS` order, at half the
+    cost: a simulator rebuilds each running job's record at every event, and the frozen
+    dataclass's ``__init__`` (one ``object.__setattr__`` per field) was most of that. Job has
+    no ``__post_init__``, so the result is the same record."""
+    job = object.__new__(Job)
+    for set_field, value in zip(_JOB_SETTERS, values, strict=True):
+        set_field(job, value)
+    return job
+
+
 _ACTIVE = tuple(s for s in JobState if s.active)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLayout:
+    """The usable GPUs by node, for placement: a fixed fact of the nodes, so it is built once
+    per node tuple rather than once per round (see :meth:`ClusterState.layout`)."""
+
+    gpus_of: Mapping[str, tuple[str, ...]]         # node -> its usable GPU ids
+    nodes_of: Mapping[str, tuple[str, ...]]        # GPU type -> its usable nodes, in order
+    node_sets: Mapping[str, frozenset[str]]        # the same, as sets
+    biggest: Mapping[str, int]                     # GPU type -> most usable GPUs on one node
+    node_of_gpu: Mapping[str, str]                 # usable GPU id -> its node
+    type_of: Mapping[str, str]                     # usable GPU id -> its type
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +239,7 @@ class _NodeFacts:
     usable: tuple[Node, ...]
     counts: dict[str, int]          # usable GPUs per type, in first-seen order of the nodes
     type_of: dict[str, str]         # GPU id -> type, usable GPUs only
+    layout: NodeLayout
 
 
 #: Facts of the last few node tuples, by identity (each entry keeps its tuple alive, so an id
@@ -236,7 +266,20 @@ def _compute_node_facts(nodes: Iterable[Node]) -> _NodeFacts:
     counts: dict[str, int] = {}
     for n in usable:
         counts[n.gpu_type] = counts.get(n.gpu_type, 0) + n.gpus - len(n.unavailable)
-    return _NodeFacts(usable, counts, {g: n.gpu_type for n in usable for g in n.gpu_ids()})
+    gpus_of: dict[str, tuple[str, ...]] = {}
+    nodes_of: dict[str, list[str]] = {}
+    biggest: dict[str, int] = {}
+    for n in usable:
+        gpus_of[n.name] = n.gpu_ids()
+        nodes_of.setdefault(n.gpu_type, []).append(n.name)
+        biggest[n.gpu_type] = max(biggest.get(n.gpu_type, 0), len(gpus_of[n.name]))
+    layout = NodeLayout(
+        MappingProxyType(gpus_of), MappingProxyType({t: tuple(v) for t, v in nodes_of.items()}),
+        MappingProxyType({t: frozenset(v) for t, v in nodes_of.items()}),
+        MappingProxyType(biggest),
+        MappingProxyType({g: n.name for n in usable for g in n.gpu_ids()}),
+        MappingProxyType(type_of := {g: n.gpu_type for n in usable for g in n.gpu_ids()}))
+    return _NodeFacts(usable, counts, type_of, layout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +319,11 @@ class ClusterState:
     def gpu_type_of(self) -> dict[str, str]:
         """GPU id → type, for every usable GPU (a fresh dict the caller may change)."""
         return dict(_node_facts(self.nodes).type_of)
+
+    def layout(self) -> NodeLayout:
+        """The usable GPUs by node and type (read-only, shared by every state on the same
+        node tuple)."""
+        return _node_facts(self.nodes).layout
 
     def with_jobs(self, jobs: Iterable[Job]) -> ClusterState:
         return replace(self, jobs=tuple(jobs))

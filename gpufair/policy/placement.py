@@ -8,9 +8,9 @@ one server that holds the whole gang.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from gpufair.model import Assignment, ClusterState, Job, node_of
+from gpufair.model import Assignment, ClusterState, Job
 
 
 def fastest_type(job: Job, free: dict[str, int], current: str | None = None) -> str | None:
@@ -29,7 +29,7 @@ def fastest_type(job: Job, free: dict[str, int], current: str | None = None) -> 
 
 def held_types(state: ClusterState) -> dict[str, str]:
     """Job id → the GPU type it runs on now, for jobs holding GPUs."""
-    type_of = state.gpu_type_of()
+    type_of = state.layout().type_of
     return {j.id: type_of[j.gpus_held[0]] for j in state.jobs
             if j.gpus_held and j.gpus_held[0] in type_of}
 
@@ -65,37 +65,32 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     Nodes only fill up during one call, so each type keeps a cursor past its full nodes:
     placement stays near-linear on clusters of thousands of nodes.
     """
-    free: dict[str, list[str]] = {}
-    nodes_of: dict[str, list[str]] = {}
-    biggest: dict[str, int] = {}   # the most GPUs one node of a type has (a gang fits whole?)
-    for node in state.usable_nodes():
-        free[node.name] = list(node.gpu_ids())
-        nodes_of.setdefault(node.gpu_type, []).append(node.name)
-        biggest[node.gpu_type] = max(biggest.get(node.gpu_type, 0), len(free[node.name]))
-    named = {t: set(names) for t, names in nodes_of.items()}
+    layout = state.layout()
+    free = {name: list(gpus) for name, gpus in layout.gpus_of.items()}
+    nodes_of, named, biggest = layout.nodes_of, layout.node_sets, layout.biggest
+    node_at = layout.node_of_gpu
     cursor = dict.fromkeys(nodes_of, 0)
     order = sorted(picks, key=lambda p: -p[0].gpus)
     chosen: dict[str, tuple[str, ...]] = {}
-    type_of = state.gpu_type_of()
+    type_of = layout.type_of
     for job, gpu_type in order:
         held = job.gpus_held
-        if len(held) == job.gpus and all(g in free.get(node_of(g), ()) for g in held) and \
-                all(node_of(g) in named.get(gpu_type, ()) for g in held) and \
-                job.placement_problem(held, type_of) is None:
+        if len(held) == job.gpus and _still_free(held, free, named.get(gpu_type, ()), node_at) \
+                and job.placement_problem(held, type_of) is None:
             chosen[job.id] = held
             for g in held:
-                free[node_of(g)].remove(g)
+                free[node_at[g]].remove(g)
     for job, gpu_type in order:
         if job.id in chosen:
             continue
         if job.allowed_nodes is not None or job.nodes is not None:
-            gpus = constrained_layout(job, nodes_of.get(gpu_type, []), free)
+            gpus = constrained_layout(job, nodes_of.get(gpu_type, ()), free)
             if gpus:
                 for g in gpus:
-                    free[node_of(g)].remove(g)
+                    free[node_at[g]].remove(g)
                 chosen[job.id] = gpus
             continue
-        names = nodes_of.get(gpu_type, [])
+        names = nodes_of.get(gpu_type, ())
         while cursor[gpu_type] < len(names) and not free[names[cursor[gpu_type]]]:
             cursor[gpu_type] += 1
         rest = names[cursor[gpu_type]:]
@@ -114,9 +109,19 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
         if len(gpus) < job.gpus:
             continue  # the walk over-committed a type: skip rather than under-provision a gang
         for g in gpus:
-            free[node_of(g)].remove(g)
+            free[node_at[g]].remove(g)
         chosen[job.id] = tuple(gpus)
     return tuple(Assignment(job.id, chosen[job.id]) for job, _ in picks if job.id in chosen)
+
+
+def _still_free(held: Sequence[str], free: dict[str, list[str]], nodes: Collection[str],
+                node_at: Mapping[str, str]) -> bool:
+    """Every GPU the job holds is still free, on a node of the type it was picked for."""
+    for g in held:
+        node = node_at.get(g)
+        if node is None or node not in nodes or g not in free[node]:
+            return False
+    return True
 
 
 def constrained_layout(job: Job, names: Sequence[str], free: dict[str, list[str]]

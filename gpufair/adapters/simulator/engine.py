@@ -42,8 +42,20 @@ from gpufair.model import (
     SetPriority,
     Start,
 )
+from gpufair.model.records import JOB_FIELDS, job_from_values
 
 log = logging.getLogger("gpufair.simulator")
+# where _make_record writes the fields of a record that change during a job's life
+(_STATE, _START, _FINISH, _PROGRESS, _THROUGHPUT, _BATCH, _ATTAINED, _RESTARTS,
+ _HELD) = (JOB_FIELDS.index(name) for name in (
+     "state", "start_s", "finish_s", "progress", "throughput", "batch_size", "attained_s",
+     "restarts", "gpus_held"))
+
+
+def astuple_shallow(job: Job) -> tuple[object, ...]:
+    """The record's field values in :data:`JOB_FIELDS` order, not copied (unlike
+    ``dataclasses.astuple``, which deep-copies them)."""
+    return tuple(getattr(job, name) for name in JOB_FIELDS)
 _STALL_ROUNDS = 1000
 _EPS = 1e-9
 #: Round lengths a simulation accepts: below a second the round mechanism measures nothing
@@ -238,22 +250,31 @@ class TraceSimulator:
         epochs_done = 0
         if job.epochs is not None and job.batch:
             epochs_done = int(job.run // iterations_per_epoch(job.model, job.batch))
-        if job.record_fixed is None:
-            job.record_fixed = self._fixed_fields(job)
-        return Job(**job.record_fixed, state=state, start_s=job.start_s, finish_s=job.finish_s,
-                   progress=Progress(job.run, job.total, epochs_done, job.epochs),
-                   throughput=job.profile, batch_size=job.batch, attained_s=job.attained_s,
-                   restarts=job.restarts, gpus_held=job.held)
+        if job.record_values is None:
+            job.record_values = self._record_template(job)
+        values = job.record_values
+        values[_STATE] = state
+        values[_START] = job.start_s
+        values[_FINISH] = job.finish_s
+        values[_PROGRESS] = Progress(job.run, job.total, epochs_done, job.epochs)
+        values[_THROUGHPUT] = job.profile
+        values[_BATCH] = job.batch
+        values[_ATTAINED] = job.attained_s
+        values[_RESTARTS] = job.restarts
+        values[_HELD] = job.held
+        return job_from_values(values)
 
     @staticmethod
-    def _fixed_fields(job: SimJob) -> dict[str, object]:
-        """The record fields a job keeps for its whole life, computed once: running jobs get
-        a new record at every event, and looking these up again was much of its cost."""
-        return dict(id=job.id, gpus=job.sf, arrival_s=job.arrival_s, model=job.model,
-                    initial_batch_size=job.b0, adaptation=job.mode,
-                    samples_per_epoch=SAMPLES_PER_EPOCH.get(job.model),
-                    max_batch_size=MAX_BATCH.get(job.model, job.b0) if job.adapts else job.b0,
-                    batch_rates=job.batch_rates, weight=job.trace.priority_weight)
+    def _record_template(job: SimJob) -> list[object]:
+        """The job's record as a list of field values, with the fields it keeps for its whole
+        life filled in once: running jobs get a new record at every event, and looking
+        these up again was much of its cost. :meth:`_make_record` sets the others."""
+        return list(astuple_shallow(Job(
+            id=job.id, gpus=job.sf, arrival_s=job.arrival_s, model=job.model,
+            initial_batch_size=job.b0, adaptation=job.mode,
+            samples_per_epoch=SAMPLES_PER_EPOCH.get(job.model),
+            max_batch_size=MAX_BATCH.get(job.model, job.b0) if job.adapts else job.b0,
+            batch_rates=job.batch_rates, weight=job.trace.priority_weight)))
 
     def _admit(self) -> None:
         while self._next_arrival < len(self.jobs) and \

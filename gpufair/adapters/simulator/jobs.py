@@ -49,8 +49,8 @@ class SimJob:
     # the last snapshot record and what it was made from: waiting jobs do not change
     record_key: tuple | None = None
     record: Job | None = None
-    # the record fields that never change (see TraceSimulator._fixed_fields)
-    record_fixed: dict[str, object] | None = None
+    # the record's field values, the fixed ones filled in once (TraceSimulator._make_record)
+    record_values: list[object] | None = None
 
     @property
     def sf(self) -> int:
