@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from gpufair.model import ClusterState, Job, Plan
@@ -57,7 +58,7 @@ class TimeFractionPolicy(PolicyBase, ABC):
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _absorb(self, state: ClusterState, types: tuple[str, ...],
-                type_of: dict[str, str]) -> None:
+                type_of: Mapping[str, str]) -> None:
         """Charge each job the service it received since the last call (τ_j, W)."""
         changed = False
         for job in state.jobs:
@@ -120,13 +121,15 @@ class TimeFractionPolicy(PolicyBase, ABC):
     def _clipped(alloc: Allocation, jobs: Sequence[Job]) -> list[dict[str, float]]:
         return [{t: min(1.0, max(0.0, x)) for t, x in alloc.get(j.id, {}).items()} for j in jobs]
 
-    def _priority(self, job: Job, gpu_type: str) -> float:
-        share = self._alloc.get(job.id)
+    def _priority(self, job: Job, gpu_type: str, share: dict[str, float] | None,
+                  weight_sum: float, rate: float) -> float:
+        """A / (received share of the type); ``share`` is the job's allocation (None: none),
+        ``weight_sum`` the type's W and ``rate`` the job's rate there, looked up once per
+        type and job by the caller (this runs for every active job at every decision)."""
         if share is None:
             return 0.0
         a = share.get(gpu_type, 0.0)
-        weight_sum = self._weight_sum.get(gpu_type, 0.0)
-        if a <= 0 or job.rate(gpu_type) <= 0:
+        if a <= 0 or rate <= 0:
             return 0.0
         if weight_sum == 0:
             return a * 1e9
@@ -136,7 +139,7 @@ class TimeFractionPolicy(PolicyBase, ABC):
     def schedule(self, state: ClusterState, now: float) -> Plan:
         capacity = capacity_by_type(state)
         types = tuple(capacity)
-        type_of = state.gpu_type_of()
+        type_of = state.layout().type_of
         self._absorb(state, types, type_of)
         jobs = state.active_jobs()
         self._maybe_recompute(jobs, capacity, now)
@@ -145,16 +148,18 @@ class TimeFractionPolicy(PolicyBase, ABC):
         priorities: dict[str, float] = {}
         for gpu_type in types:
             free = capacity[gpu_type]
+            weight_sum = self._weight_sum.get(gpu_type, 0.0)
             keyed = []
             for job in jobs:
-                p = self._priority(job, gpu_type)
+                share = self._alloc.get(job.id)
+                rate = job.rate(gpu_type)
+                p = self._priority(job, gpu_type, share, weight_sum, rate)
                 priorities.setdefault(job.id, p)
-                share = self._alloc.get(job.id, {})
                 keyed.append((p, self._deficit[job.id].get(gpu_type, 0.0),
-                              share.get(gpu_type, 0.0), job))
-            keyed.sort(key=lambda k: (k[0], k[1], k[2]), reverse=True)
-            for _, _, _, job in keyed:
-                if job.id in taken or job.rate(gpu_type) <= 0 or job.gpus > free:
+                              0.0 if share is None else share.get(gpu_type, 0.0), rate, job))
+            keyed.sort(key=itemgetter(0, 1, 2), reverse=True)
+            for _, _, _, rate, job in keyed:
+                if job.id in taken or rate <= 0 or job.gpus > free:
                     continue
                 free -= job.gpus
                 taken.add(job.id)
