@@ -10,11 +10,14 @@ only ones left out.
 from __future__ import annotations
 
 import json
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pytest
 
 from gpufair.cli.main import main
+from gpufair.model import ClusterState, Job, JobState, Node, NodeState, Progress
+from gpufair.model.records import JOB_FIELDS, job_from_values
 
 DATA = Path(__file__).parent / "data" / "sim_identity"
 REFERENCE = json.loads((DATA / "reference_220_64.json").read_text())
@@ -32,3 +35,35 @@ def test_simulate_json_matches_the_recorded_reference(case: str, capsys) -> None
         got.pop(key)
     # compared as text: NaN equals NaN there, and every float must round-trip identically
     assert json.dumps(got, sort_keys=True) == json.dumps(REFERENCE[case], sort_keys=True)
+
+
+def test_job_from_values_builds_the_same_record_as_the_constructor() -> None:
+    job = Job(id="7", gpus=2, state=JobState.RUNNING, arrival_s=3.0, start_s=4.0,
+              progress=Progress(5.0, 9.0, 1, 2), gpus_held=("n:0", "n:1"), weight=2.0)
+    copy = job_from_values([getattr(job, name) for name in JOB_FIELDS])
+    assert copy == job and copy is not job and type(copy) is Job
+    with pytest.raises(FrozenInstanceError):
+        copy.gpus = 3   # type: ignore[misc]
+    with pytest.raises(ValueError):
+        job_from_values([job.id])
+
+
+def test_cached_node_facts_follow_the_nodes_they_describe() -> None:
+    """The facts are cached per node tuple: another tuple (a node drained) gets its own, a
+    caller's changes to gpu_type_of() do not leak, and a list of nodes is never cached."""
+    up = (Node("a", "v100", 2), Node("b", "k80", 4))
+    drained = (up[0], Node("b", "k80", 4, state=NodeState.DRAIN))
+    assert ClusterState(0.0, nodes=up).gpu_count() == 6
+    assert ClusterState(0.0, nodes=drained).gpu_count() == 2
+    assert ClusterState(0.0, nodes=drained).gpu_type_names() == ("v100",)
+    state = ClusterState(0.0, nodes=up)
+    state.gpu_type_of()["a:0"] = "k80"
+    assert state.gpu_type_of()["a:0"] == "v100"
+    assert state.layout().nodes_of == {"v100": ("a",), "k80": ("b",)}
+    assert state.layout().biggest == {"v100": 2, "k80": 4}
+    nodes = [Node("a", "v100", 2)]
+    listed = ClusterState(0.0, nodes=nodes)   # type: ignore[arg-type]
+    assert listed.gpu_count() == 2
+    nodes.append(Node("c", "v100", 1))
+    assert listed.gpu_count() == 3
+    assert Node("a", "v100", 3, unavailable=[1]).gpu_ids() == ("a:0", "a:2")  # type: ignore[arg-type]
