@@ -111,9 +111,9 @@ class TimeFractionPolicy(PolicyBase, ABC):
                 tau[t] = self._half_round
         self._weight_sum = {t: sum(self._tau[j.id][t] for j in jobs) for t in capacity}
         self._t_reset = now
-        self._alloc = {j.id: dict(a) for j, a in
-                       zip(jobs, self._clipped(self.allocate(jobs, capacity, now), jobs),
-                           strict=True)}
+        self._alloc = dict(zip((j.id for j in jobs),   # _clipped's dicts are fresh: no copy
+                               self._clipped(self.allocate(jobs, capacity, now), jobs),
+                               strict=True))
         self._dirty = False
         self.stats.recomputes += 1
 
