@@ -40,6 +40,8 @@ def hold_back(state: ClusterState, actions: Sequence[Action],
     """Drop the actions on ``jobs`` (job id → GPUs it holds) and every action that needs
     those GPUs. A move or preemption dropped that way leaves its own job where it is, so the
     GPUs *it* holds are blocked in turn, until nothing more changes."""
+    if not jobs:   # nothing held back: skip indexing every job's GPUs (each guard, each round)
+        return list(actions), []
     held = {j.id: frozenset(j.gpus_held) for j in state.jobs}
     staying = dict(jobs)
     changed = True
