@@ -19,20 +19,18 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpufair.adapters.recording import RecordingAdapter
-from gpufair.adapters.slurm.adapter import SlurmAdapter
-from gpufair.adapters.slurm.transport import FileTransport
 from gpufair.cli.output import seed
-from gpufair.core.config import Config, load_config
-from gpufair.core.round import RoundResult
 from gpufair.errors import InputError
 from gpufair.model import Action, ClusterState, JobState, Preempt, SetPriority
-from gpufair.model.snapshot import load_snapshot
-from gpufair.plugin.daemon import Daemon
-from gpufair.plugin.service import build_daemon
-from gpufair.plugin.store import scratch_copy
+
+if TYPE_CHECKING:   # the daemon's modules load only when a dry run runs: every gpufair
+    # command builds this parser, and importing them cost each one ~0.3 s of start-up
+    from gpufair.adapters.slurm.adapter import SlurmAdapter
+    from gpufair.core.config import Config
+    from gpufair.core.round import RoundResult
+    from gpufair.plugin.daemon import Daemon
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -64,6 +62,11 @@ class Decision:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gpufair.adapters.recording import RecordingAdapter
+    from gpufair.core.config import load_config
+    from gpufair.model.snapshot import load_snapshot
+    from gpufair.plugin.service import build_daemon
+    from gpufair.plugin.store import scratch_copy
     if args.snapshot is None and args.squeue is None:
         raise InputError("dry-run", "give a snapshot file, or --squeue and --sinfo")
     config = load_config(args.config)
@@ -102,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
 def raw_slurm_adapter(config: Config, squeue: str, sinfo: str | None,
                       partitions: str | None) -> SlurmAdapter:
+    from gpufair.adapters.slurm.adapter import SlurmAdapter
+    from gpufair.adapters.slurm.transport import FileTransport
     if sinfo is None:
         raise InputError("dry-run", "--squeue needs --sinfo too")
     jobs = _read_json(squeue, "jobs")
