@@ -20,6 +20,7 @@ papers' artifacts do, so its figures stay comparable with theirs.
 from __future__ import annotations
 
 from gpufair.model import Action, ClusterState, Job, JobState, Plan, Start, node_of
+from gpufair.model.records import NodeLayout
 from gpufair.policy.placement import constrained_layout
 
 
@@ -49,16 +50,12 @@ def fill_order(state: ClusterState, plan: Plan, actions: list[Action]) -> list[J
     return sorted(waiting, key=rank)
 
 
-def layout_for(job: Job, state: ClusterState, free: dict[str, list[str]]) -> tuple[str, ...]:
+def layout_for(job: Job, layout: NodeLayout, free: dict[str, list[str]]) -> tuple[str, ...]:
     """GPUs for ``job`` among ``free``: its fastest GPU type first, within its constraints."""
-    nodes_of: dict[str, list[str]] = {}
-    for node in state.usable_nodes():
-        nodes_of.setdefault(node.gpu_type, []).append(node.name)
-    allowed = [t for t in nodes_of if job.gpu_types is None or t in job.gpu_types]
-    type_of = state.gpu_type_of()
+    allowed = [t for t in layout.nodes_of if job.gpu_types is None or t in job.gpu_types]
     for gpu_type in sorted(allowed, key=lambda t: -job.rate(t)):
-        gpus = constrained_layout(job, nodes_of[gpu_type], free)
-        if gpus and job.placement_problem(gpus, type_of) is None:
+        gpus = constrained_layout(job, layout.nodes_of[gpu_type], free)
+        if gpus and job.placement_problem(gpus, layout.type_of) is None:
             return gpus
     return ()
 
@@ -66,17 +63,20 @@ def layout_for(job: Job, state: ClusterState, free: dict[str, list[str]]) -> tup
 def fill_idle(state: ClusterState, plan: Plan, actions: list[Action]) -> list[Action]:
     """Starts that put waiting jobs on GPUs the round leaves idle (appended to ``actions``)."""
     free = free_gpus(state, actions)
-    if not any(free.values()):
+    idle = sum(len(g) for g in free.values())
+    if not idle:
         return []
+    layout = state.layout()
     starts: list[Action] = []
     for job in fill_order(state, plan, actions):
-        if sum(len(g) for g in free.values()) < job.gpus:
+        if idle < job.gpus:
             continue
-        gpus = layout_for(job, state, free)
+        gpus = layout_for(job, layout, free)
         if not gpus:
             continue
         for gpu in gpus:
             free[node_of(gpu)].remove(gpu)
+        idle -= len(gpus)
         starts.append(Start(job.id, gpus))
     return starts
 
