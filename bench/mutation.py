@@ -39,6 +39,9 @@ class Module:
     name: str
     source: str
     tests: tuple[str, ...]
+    #: tests left out of the run: property tests that take ~40 s each time (the score can
+    #: only be lower without them: a mutant they alone would kill counts as a survivor)
+    deselect: tuple[str, ...] = ()
 
 
 #: In priority order: the first ones are measured first when time is short.
@@ -49,9 +52,12 @@ MODULES = (
            ("tests/test_core_mutants.py", "tests/test_core_round.py",
             "tests/test_mutants_guards.py")),
     Module("snapshot", "gpufair/model/snapshot.py",
-           ("tests/test_snapshot.py", "tests/test_mutants_snapshot.py")),
+           ("tests/test_snapshot.py", "tests/test_mutants_snapshot.py"),
+           ("tests/test_snapshot.py::test_round_trip_property",)),
     Module("translate", "gpufair/adapters/slurm/translate.py",
-           ("tests/test_slurm_translate.py", "tests/test_mutants_translate.py")),
+           ("tests/test_slurm_translate.py", "tests/test_mutants_translate.py"),
+           ("tests/test_slurm_translate.py::test_translate_never_raises_and_keeps_untouched_jobs",
+            )),
     Module("actions", "gpufair/core/actions.py",
            ("tests/test_core_mutants.py", "tests/test_mutants_guards.py")),
     Module("summary", "gpufair/profiler/summary.py",
@@ -87,7 +93,8 @@ def scratch_copy(module: Module, workdir: Path) -> Path:
         "source_paths": ["gpufair"],
         "only_mutate": [module.source],
         "also_copy": [p for p in COPIED if p not in ("gpufair", "tests")],
-        "pytest_add_cli_args": ["-q", "-p", "no:cacheprovider", "-x"],
+        "pytest_add_cli_args": ["-q", "-p", "no:cacheprovider", "-x",
+                                *(f"--deselect={t}" for t in module.deselect)],
         "pytest_add_cli_args_test_selection": tests,
         "timeout_multiplier": 10.0,
         "timeout_constant": 5.0,

@@ -1,4 +1,4 @@
-"""The profiler's per-round reading pinned by hand (issue 21's surviving mutants).
+"""The profiler's per-round reading and robust means, pinned (issue 21's surviving mutants).
 
 ``Accumulator.take_fresh`` is what the daemon attributes to the round's placement: after a
 batch-size change (or a restart) mid-round only the new regime's times may count, or a round at
@@ -8,9 +8,13 @@ samples written here (the first sample of a log is warm-up and never counts).
 
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 
 from gpufair.profiler.events import Sample
+from gpufair.profiler.robust import Estimate, robust_mean, steady_mean
 from gpufair.profiler.summary import Accumulator
 
 
@@ -53,3 +57,124 @@ def test_take_fresh_without_an_estimate_still_starts_the_next_round():
     acc.add(steps(11, 15, 0.4))
     fresh = acc.take_fresh()
     assert fresh is not None and fresh.value == pytest.approx(0.4) and fresh.n == 5
+
+
+# ---- robust.py against a brute-force reference written from its documented rules ---------------
+# (median of the values; MAD × 1.4826; keep |v − median| ≤ 3 MADs, or ≤ 5 % of the median when
+# the MAD is 0; steady_mean: drop values above 4 × the median when they are at most 5 % of the
+# window (at least one allowed), and from the start of a segment a leading run above 1.1 × the
+# median when it is at most a quarter of the window; values outside (0, 1e12] never count)
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _spread(kept: list[float], mean: float) -> float:
+    n = len(kept)
+    if n == 1:
+        return 1.0
+    return math.sqrt(sum((v - mean) ** 2 for v in kept) / (n - 1) / n) / mean
+
+
+def reference_robust_mean(values, weights=None):
+    weights = [1.0] * len(values) if weights is None else weights
+    pairs = [(v, w) for v, w in zip(values, weights, strict=True) if 0 < v <= 1e12]
+    if not pairs:
+        return None
+    med = _median([v for v, _ in pairs])
+    mad = _median([abs(v - med) for v, _ in pairs]) * 1.4826
+    limit = 3 * mad if mad > 0 else 0.05 * med
+    kept = [(v, w) for v, w in pairs if abs(v - med) <= limit] or [(med, 1.0)]
+    mean = sum(v * w for v, w in kept) / sum(w for _, w in kept)
+    return mean, len(kept), len(pairs) - len(kept), _spread([v for v, _ in kept], mean)
+
+
+def reference_steady_mean(values, weights=None, from_start=False):
+    weights = [1.0] * len(values) if weights is None else weights
+    pairs = [(v, w) for v, w in zip(values, weights, strict=True)
+             if 0 < v <= 1e12 and 0 < w <= 1e12]
+    if not pairs:
+        return None
+    med = _median([v for v, _ in pairs])
+    total = len(pairs)
+    if from_start:
+        lead = 0
+        while lead < len(pairs) and pairs[lead][0] > 1.1 * med:
+            lead += 1
+        if lead <= 0.25 * len(pairs):
+            pairs = pairs[lead:]
+    slow = [p for p in pairs if p[0] > 4 * med]
+    if slow and len(slow) <= max(1, int(0.05 * len(pairs))):
+        pairs = [p for p in pairs if p[0] <= 4 * med]
+    mean = sum(v * w for v, w in pairs) / sum(w for _, w in pairs)
+    return mean, len(pairs), total - len(pairs), _spread([v for v, _ in pairs], mean)
+
+
+def _same(found: Estimate | None, expected) -> bool:
+    if expected is None or found is None:
+        return found is None and expected is None
+    mean, n, rejected, rel = expected
+    return (found.n, found.rejected) == (n, rejected) and \
+        found.value == pytest.approx(mean, rel=1e-9) and \
+        found.rel_stderr == pytest.approx(rel, rel=1e-6, abs=1e-12)
+
+
+def _window(rng: random.Random) -> list[float]:
+    base = rng.choice([0.05, 0.3, 2.0])
+    size = rng.choice([1, 2, 3, 5, 8, 20, 45])
+    values = [base * rng.uniform(0.9, 1.1) for _ in range(size)]
+    for _ in range(rng.choice([0, 0, 1, 2, 4])):   # pauses, warm-up, garbage
+        where = rng.randrange(size)
+        values[where] = rng.choice([base * 10, base * 5, base * 1.5, base * 0.2, 0.0, -1.0,
+                                    math.nan, 1e13, base * 4.0, base * 1.2])
+    if rng.random() < 0.3:                           # a slow leading run
+        values[: rng.randint(1, 4)] = [base * 2] * min(size, 4)
+        values = values[:size]
+    if rng.random() < 0.1:                           # a flat window: MAD 0
+        values = [base] * (size - 1) + [base * rng.choice([1.04, 1.06])]
+    return values
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_robust_and_steady_means_equal_the_brute_force_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(150):
+        values = _window(rng)
+        weighted = [float(rng.choice([1, 2, 20])) for _ in values]
+        assert _same(robust_mean(values), reference_robust_mean(values)), values
+        assert _same(robust_mean(values, weighted), reference_robust_mean(values, weighted)), \
+            (values, weighted)
+        for start in (False, True):
+            assert _same(steady_mean(values, from_start=start),
+                         reference_steady_mean(values, from_start=start)), (values, start)
+            assert _same(steady_mean(values, weighted, start),
+                         reference_steady_mean(values, weighted, start)), (values, weighted)
+
+
+def test_robust_and_steady_means_by_hand() -> None:
+    # median 1.0, deviations 0, 0, 0.1, 0.1, 9 → MAD 0.1·1.4826: 10.0 rejected, mean of the rest
+    est = robust_mean([1.0, 0.9, 1.1, 1.0, 10.0])
+    assert (est.n, est.rejected) == (4, 1) and est.value == pytest.approx(1.0)
+    # steady: one pause (10 > 4 × 1.0) in 5 values is rare: dropped; two in 5 are kept
+    assert steady_mean([1.0, 1.0, 1.0, 1.0, 10.0]).value == pytest.approx(1.0)
+    assert steady_mean([1.0, 1.0, 1.0, 10.0, 10.0]).value == pytest.approx(23 / 5)
+    # a window of 20 iterations weighs 20: (1·20 + 2·1) / 21
+    assert steady_mean([1.0, 2.0], [20.0, 1.0]).value == pytest.approx(22 / 21)
+    # warm-up: from the start, the leading 1.5 (above 1.1 × median 1.0) goes
+    assert steady_mean([1.5, 1.0, 1.0, 1.0, 1.0], from_start=True).value == pytest.approx(1.0)
+    assert steady_mean([1.5, 1.0, 1.0, 1.0, 1.0]).value == pytest.approx(5.5 / 5)
+    assert steady_mean([0.0, -1.0]) is None and robust_mean([math.nan]) is None
+    with pytest.raises(ValueError, match="differ in length"):
+        steady_mean([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="differ in length"):
+        robust_mean([1.0, 2.0], [1.0])
+
+
+def test_confidence_grows_with_samples_and_shrinks_with_spread() -> None:
+    # (1 − e^(−n/5)) / (1 + 10 · rel)
+    assert Estimate(1.0, 5, 0, 0.0).confidence == pytest.approx(1 - math.exp(-1))
+    assert Estimate(1.0, 10, 0, 0.1).confidence == pytest.approx((1 - math.exp(-2)) / 2)
+    assert Estimate(1.0, 0, 0, 0.0).confidence == 0.0
