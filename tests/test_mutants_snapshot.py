@@ -7,13 +7,23 @@ message an admin gets, word for word; the valid edge of each rule is checked to 
 from __future__ import annotations
 
 import json
+import math
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpufair.errors import InputError
-from gpufair.model.snapshot import check_snapshot, validate_snapshot
+from gpufair.model.records import ClusterState, Job
+from gpufair.model.snapshot import (
+    check_snapshot,
+    dump_snapshot,
+    load_snapshot,
+    state_from_dict,
+    state_to_dict,
+    validate_snapshot,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "etc" / "snapshot.example.json"
 
@@ -43,3 +53,146 @@ def test_finishing_as_it_starts_or_arrives_is_valid():
     doc = example()
     doc["jobs"][4].update(arrival_s=5400.0, start_s=5400.0, finish_s=5400.0)
     assert validate_snapshot(doc, "s.json") == []
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    # a value of the wrong type that is itself an object: a type problem, not unknown fields
+    (lambda d: d["jobs"][0].update(id={}), "field 'jobs[0].id' = {}: must be a string"),
+    (lambda d: d.update(zzzzzz=1),
+     "field 'zzzzzz' = 1: unknown field; allowed: format, gpu_types, jobs, nodes, source, "
+     "tenants, time_s, version"),
+    (lambda d: d["jobs"][0].update(gpus=True),
+     "field 'jobs[0].gpus' = True: must be an integer, got true/false"),
+    (lambda d: d["jobs"][0].update(start_s="x"),
+     "field 'jobs[0].start_s' = 'x': must be a number or null"),
+    (lambda d: d["jobs"][0].update(id="a\ud800"),
+     "field 'jobs[0].id' = 'a\\\\ud800': must be text without lone surrogates (\\ud800-\\udfff "
+     "escapes that encode no character)"),
+    (lambda d: d["gpu_types"].append({"name": "v100"}),
+     "field 'gpu_types[2].name' = 'v100': duplicate GPU type; first used by gpu_types[0]"),
+])
+def test_each_problem_is_named_in_the_admins_words(edit, message):
+    doc = example()
+    edit(doc)
+    assert only_problem(doc) == f"s.json: {message}"
+
+
+def test_a_long_listing_is_cut_after_eight_names():
+    doc = example()
+    doc["nodes"] = [n for n in doc["nodes"] if n["gpu_type"] == "k80"]
+    doc["jobs"] = []
+    doc["gpu_types"] = [{"name": f"t{i}"} for i in range(10)]
+    messages = validate_snapshot(doc, "s.json")
+    assert messages == ["s.json: field 'nodes[0].gpu_type' = 'k80': unknown GPU type; "
+                        "gpu_types lists 't0', 't1', 't2', 't3', 't4', 't5', 't6', 't7' "
+                        "and 2 more"]
+    doc["gpu_types"] = [{"name": f"t{i}"} for i in range(8)]
+    assert validate_snapshot(doc, "s.json") == [
+        "s.json: field 'nodes[0].gpu_type' = 'k80': unknown GPU type; "
+        "gpu_types lists 't0', 't1', 't2', 't3', 't4', 't5', 't6', 't7'"]
+
+
+def test_a_utc_time_may_end_in_z():
+    doc = example()
+    doc["source"]["taken_at"] = "2024-05-14T09:30:00Z"
+    assert validate_snapshot(doc, "s.json") == []
+
+
+def test_two_problems_say_one_more_and_three_say_two_more():
+    doc = example()
+    doc["jobs"][0]["gpus"] = 0
+    doc["jobs"][3]["gpus"] = 0
+    with pytest.raises(InputError) as caught:
+        check_snapshot(doc, "s.json")
+    assert str(caught.value) == ("s.json: field 'jobs[0].gpus' = 0: must be >= 1 (and 1 more "
+                                 "problem; see 'gpufair validate')")
+    doc["jobs"][4]["gpus"] = 0
+    with pytest.raises(InputError, match=r"\(and 2 more problems; see 'gpufair validate'\)"):
+        check_snapshot(doc, "s.json")
+
+
+def test_the_default_source_is_named_in_errors():
+    with pytest.raises(InputError) as caught:
+        state_from_dict({"format": "gpufair-snapshot", "version": 1})
+    assert caught.value.source == "<snapshot>"
+
+
+def test_a_snapshot_of_nothing_but_the_time_loads():
+    state = state_from_dict({"format": "gpufair-snapshot", "version": 1, "time_s": 5})
+    assert state == ClusterState(5.0)
+
+
+def test_every_optional_field_round_trips_set_and_unset():
+    """Set optional fields come back as the declared types (a hand-edited 3 for a float is
+    3.0), and unset ones stay None."""
+    doc = example()
+    job = doc["jobs"][0]
+    job.update(min_gpus=4.0, max_gpus=4, batch_size=64.0, initial_batch_size=32,
+               owner_uid=1000, owner_gid=100, nodes=1, allowed_nodes=["gpu-r1-01"],
+               gpu_types=["v100"], samples_per_epoch=1000, max_batch_size=256, finish_s=None)
+    doc["gpu_types"][0]["memory_gb"] = 16
+    state = state_from_dict(doc, "s.json")
+    loaded = state.job("41023")
+    assert (loaded.min_gpus, loaded.max_gpus, loaded.batch_size) == (4, 4, 64)
+    assert type(loaded.min_gpus) is int and type(loaded.batch_size) is int
+    assert loaded.start_s == 180.0 and loaded.finish_s is None
+    assert (loaded.owner_uid, loaded.owner_gid, loaded.nodes) == (1000, 100, 1)
+    assert loaded.allowed_nodes == ("gpu-r1-01",) and loaded.gpu_types == ("v100",)
+    assert (loaded.samples_per_epoch, loaded.max_batch_size, loaded.initial_batch_size) == \
+        (1000, 256, 32)
+    memory = state.gpu_types[0].memory_gb
+    assert memory == 16.0 and type(memory) is float
+    assert state_from_dict(state_to_dict(state), "again") == state
+    pending = state.job("41052")
+    assert pending.start_s is None and pending.min_gpus is None and pending.owner_uid is None
+
+
+def test_a_file_with_a_byte_order_mark_loads(tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + EXAMPLE.read_bytes())
+    assert load_snapshot(path) == load_snapshot(EXAMPLE)
+
+
+def test_a_dump_without_an_adapter_has_no_source(tmp_path):
+    path = tmp_path / "s.json"
+    dump_snapshot(load_snapshot(EXAMPLE), path)
+    assert "source" not in json.loads(path.read_text(encoding="utf-8"))
+    dump_snapshot(load_snapshot(EXAMPLE), path, adapter="slurm")
+    assert json.loads(path.read_text(encoding="utf-8"))["source"]["adapter"] == "slurm"
+
+
+def test_a_dump_writes_text_as_utf8_not_escapes(tmp_path):
+    path = tmp_path / "s.json"
+    dump_snapshot(ClusterState(0.0, jobs=(Job("é", tenant="équipe"),)), path)
+    raw = path.read_bytes()
+    assert "é".encode() in raw and b"\\u00e9" not in raw
+
+
+def test_a_non_finite_number_is_refused_naming_the_file_and_field(tmp_path):
+    path = tmp_path / "s.json"
+    with pytest.raises(InputError) as caught:
+        dump_snapshot(ClusterState(math.inf), path)
+    assert str(caught.value) == (f"{path}: field 'time_s' = inf: cannot be saved: JSON has "
+                                 "no NaN or infinity")
+    assert not path.exists()
+
+
+def test_a_dump_is_written_beside_the_target_then_renamed(tmp_path, monkeypatch):
+    """Atomic: a temporary file in the same directory (a rename never crosses file systems),
+    removed if the rename fails, and the old file is left whole."""
+    path = tmp_path / "s.json"
+    path.write_text("old", encoding="utf-8")
+    seen = []
+
+    def refuse(src, dst):
+        seen.append(Path(src))
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OSError, match="disk full"):
+        dump_snapshot(ClusterState(0.0), path)
+    (tmp,) = seen
+    assert tmp.parent == tmp_path and tmp.name.startswith(".s.json.") and \
+        tmp.name.endswith(".tmp")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
+    assert path.read_text(encoding="utf-8") == "old"
