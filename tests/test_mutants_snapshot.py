@@ -196,3 +196,75 @@ def test_a_dump_is_written_beside_the_target_then_renamed(tmp_path, monkeypatch)
         tmp.name.endswith(".tmp")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
     assert path.read_text(encoding="utf-8") == "old"
+
+
+def test_min_gpus_above_max_gpus_is_named_on_max_gpus():
+    doc = example()
+    doc["jobs"][1]["min_gpus"] = 5      # max_gpus is 4; it holds 2
+    assert validate_snapshot(doc, "s.json") == [
+        "s.json: field 'jobs[1].gpus_held' = ['gpu-r1-02:0', 'gpu-r1-02:1']: holds 2 GPUs; "
+        "this elastic job must hold between min_gpus and max_gpus (5..4)",
+        "s.json: field 'jobs[1].max_gpus' = 4: must be >= min_gpus (5)"]
+
+
+@pytest.mark.parametrize("gpus", [1, 4])
+def test_gpus_may_equal_min_gpus_or_max_gpus(gpus):
+    doc = example()
+    doc["jobs"][1]["gpus"] = gpus       # min 1, max 4
+    assert validate_snapshot(doc, "s.json") == []
+
+
+def test_omitted_gpus_and_state_take_their_defaults():
+    """An omitted gpus is 1 (so below a min_gpus of 2); an omitted state is pending (so
+    holding GPUs is wrong)."""
+    doc = example()
+    del doc["jobs"][3]["gpus"]
+    doc["jobs"][3].update(min_gpus=2, max_gpus=2)
+    assert only_problem(doc) == "s.json: field 'jobs[3].gpus' = 1: must be >= min_gpus (2)"
+    doc = example()
+    del doc["jobs"][0]["state"]
+    assert only_problem(doc).endswith(
+        ": only running or suspended jobs hold GPUs; this job is 'pending'")
+
+
+def test_an_omitted_arrival_is_zero():
+    doc = example()
+    del doc["jobs"][4]["arrival_s"]
+    doc["jobs"][4]["start_s"] = 0.5     # after an arrival at 0 (not at 1)
+    assert validate_snapshot(doc, "s.json") == []
+
+
+def test_duplicate_rates_are_found_past_a_broken_entry():
+    doc = example()
+    rates = doc["jobs"][3]["throughput"]
+    rates.insert(0, 7)
+    rates.append(dict(rates[1]))
+    assert validate_snapshot(doc, "s.json") == [
+        "s.json: field 'jobs[3].throughput[0]' = 7: must be an object",
+        "s.json: field 'jobs[3].throughput[3]' = {'gpu_type': 'v100', 'gpus': 1, "
+        "'iterations_per_s': 4.2}: second rate for 1 x v100 (first is throughput[1])"]
+
+
+def test_rates_with_a_broken_gpu_type_are_not_compared():
+    doc = example()
+    doc["jobs"][3]["throughput"] = [{"gpu_type": 5, "gpus": 1, "iterations_per_s": 1.0}] * 2
+    assert validate_snapshot(doc, "s.json") == [
+        "s.json: field 'jobs[3].throughput[0].gpu_type' = 5: must be a string",
+        "s.json: field 'jobs[3].throughput[1].gpu_type' = 5: must be a string"]
+
+
+def test_a_duplicate_node_does_not_change_the_first_ones_gpu_count():
+    doc = example()
+    doc["nodes"].append(dict(doc["nodes"][0], gpus=2))   # job 0 holds gpu-r1-01:0-3
+    assert only_problem(doc) == ("s.json: field 'nodes[3].name' = 'gpu-r1-01': duplicate "
+                                 "node; first used by nodes[0]")
+
+
+def test_gpu_indices_are_checked_against_a_node_of_zero_gpus_not_a_negative_count():
+    doc = example()
+    doc["nodes"][0]["gpus"] = 0
+    messages = validate_snapshot(doc, "s.json")
+    assert len(messages) == 4
+    assert all("node 'gpu-r1-01' has 0 GPUs" in m for m in messages)
+    doc["nodes"][0]["gpus"] = -1        # the schema's problem only: no index is judged by it
+    assert only_problem(doc) == "s.json: field 'nodes[0].gpus' = -1: must be >= 0"
