@@ -59,7 +59,7 @@ MODULES = (
            ("tests/test_slurm_translate.py::test_translate_never_raises_and_keeps_untouched_jobs",
             )),
     Module("actions", "gpufair/core/actions.py",
-           ("tests/test_core_mutants.py", "tests/test_mutants_guards.py")),
+           ("tests/test_core_mutants.py", "tests/test_mutants_actions.py")),
     Module("summary", "gpufair/profiler/summary.py",
            ("tests/test_profiler_model.py", "tests/test_profiler_summary_columns.py",
             "tests/test_profiler_dropped.py", "tests/test_mutants_profiler.py")),
@@ -118,14 +118,23 @@ KILLED = {1, 3}
 TIMEOUT = {36, 24, -24, 152, 255}
 
 
-def run_module(module: Module, workdir: Path, children: int, keep: bool) -> tuple[dict, float]:
+def run_module(module: Module, workdir: Path, children: int, keep: bool,
+               survivors_only: bool) -> tuple[dict, float]:
     root = scratch_copy(module, workdir)
-    if not keep:   # mutmut's cache can keep verdicts from before a test changed
+    names: list[str] = []
+    if survivors_only:   # tests were only added since: a killed mutant stays killed
+        names = [k for k, c in statuses(root, module).items() if c not in KILLED | TIMEOUT]
+        if not names and statuses(root, module):
+            return statuses(root, module), 0.0
+        # mutmut re-copies the tests only into a fresh mutants/ tree: refresh them by hand
+        shutil.rmtree(root / "mutants" / "tests", ignore_errors=True)
+        shutil.copytree(root / "tests", root / "mutants" / "tests")
+    elif not keep:   # mutmut's cache can keep verdicts from before a test changed
         shutil.rmtree(root / "mutants", ignore_errors=True)
     env = dict(os.environ, PYTHONPATH="", CI="")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(root / "mutmut.log", "w", encoding="utf-8") as log:
-        subprocess.run([str(MUTMUT), "run", "--max-children", str(children)], cwd=root,
+        subprocess.run([str(MUTMUT), "run", "--max-children", str(children), *names], cwd=root,
                        env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     log = (root / "mutmut.log").read_text(encoding="utf-8", errors="replace")
@@ -166,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true",
                         help="reuse mutmut's cached verdicts from the last run (faster, but a "
                              "verdict may predate a test change)")
+    parser.add_argument("--survivors-only", action="store_true",
+                        help="test again only the mutants that survived the last run (valid "
+                             "when tests were only added since; much faster)")
     parser.add_argument("--survivors", action="store_true", help="list surviving mutants")
     parser.add_argument("--list", action="store_true", help="list the modules and their tests")
     args = parser.parse_args(argv)
@@ -185,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{'timeout':>7} {'score':>6} {'CPU s':>8} {'wall s':>7}", flush=True)
     for module in chosen:
         start = time.monotonic()
-        codes, cpu = run_module(module, args.workdir, args.children, args.keep)
+        codes, cpu = run_module(module, args.workdir, args.children, args.keep,
+                                 args.survivors_only)
         print(score_row(module.name, codes, cpu, time.monotonic() - start), flush=True)
         if args.survivors:
             for key, code in sorted(codes.items()):
