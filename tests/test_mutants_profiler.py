@@ -14,7 +14,7 @@ import random
 import pytest
 
 from gpufair.profiler.events import Sample
-from gpufair.profiler.robust import Estimate, robust_mean, steady_mean
+from gpufair.profiler.robust import Estimate, robust_mean, steady_kept, steady_mean
 from gpufair.profiler.summary import Accumulator
 
 
@@ -178,3 +178,43 @@ def test_confidence_grows_with_samples_and_shrinks_with_spread() -> None:
     assert Estimate(1.0, 5, 0, 0.0).confidence == pytest.approx(1 - math.exp(-1))
     assert Estimate(1.0, 10, 0, 0.1).confidence == pytest.approx((1 - math.exp(-2)) / 2)
     assert Estimate(1.0, 0, 0, 0.0).confidence == 0.0
+
+
+def test_the_bounds_of_what_counts_are_inclusive() -> None:
+    """1e12 is the largest value that still counts (beyond it a line is malformed), for a
+    value and for a weight; a zero weight does not count at all."""
+    assert robust_mean([1e12]).value == 1e12
+    assert robust_mean([1e12, 1e12], [2.0, 2.0]).value == 1e12
+    assert steady_mean([1e12]).value == 1e12
+    assert steady_mean([1e12, 1e12], [2.0, 2.0]).value == 1e12
+    assert steady_kept([1e12, math.nan, -1.0]) == ([1e12], 1)
+    assert steady_mean([1.0, 2.0], [1e12, 1.0]).value == pytest.approx(1.0)
+    zero_weight = steady_mean([1.0, 5.0], [2.0, 0.0])
+    assert (zero_weight.value, zero_weight.n) == (1.0, 1)
+
+
+def test_boundaries_of_warm_up_pause_and_rejection_belong_to_the_kept_side() -> None:
+    # exactly 1.1 × the median is not warm-up
+    assert steady_mean([1.1, 1.0, 1.0, 1.0, 1.0], from_start=True).value == \
+        pytest.approx(5.1 / 5)
+    # exactly 4 × the median is not a pause: (1 + 1 + 1 + 1 + 4) / 5, weighted alike
+    assert steady_mean([1.0, 1.0, 1.0, 1.0, 4.0], [2.0] * 5).value == pytest.approx(1.6)
+    # MAD 0: the limit is 5 % of the median 20, i.e. 1; 21 is exactly on it and stays
+    est = robust_mean([20.0, 20.0, 20.0, 20.0, 21.0], [2.0] * 5)
+    assert (est.n, est.value) == (5, pytest.approx(20.2))
+
+
+def test_steady_kept_sorts_and_counts_and_drops_warm_up_only_when_asked() -> None:
+    assert steady_kept([1.5, 1.0, 1.0, 1.0, 1.0]) == ([1.0, 1.0, 1.0, 1.0, 1.5], 5)
+    assert steady_kept([1.5, 1.0, 1.0, 1.0, 1.0], from_start=True) == ([1.0] * 4, 5)
+    assert steady_kept([]) == ([], 0) and steady_kept([0.0]) == ([], 0)
+
+
+def test_weights_of_another_length_are_refused() -> None:
+    with pytest.raises(ValueError, match="shorter"):   # zip(strict=True) says it there
+        robust_mean([1.0, 2.0, 3.0], [2.0, 3.0])
+    for call in (lambda: robust_mean([1.0, 2.0], [1.0]),
+                 lambda: steady_mean([1.0, 2.0, 3.0], [2.0, 3.0]),
+                 lambda: steady_mean([1.0, 2.0], [1.0])):
+        with pytest.raises(ValueError, match=r"^values and weights differ in length$"):
+            call()
