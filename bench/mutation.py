@@ -19,6 +19,9 @@ It prints one row per module: mutants, killed, survived, timeouts, score = (kill
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
+import functools
 import json
 import os
 import resource
@@ -146,12 +149,28 @@ def run_module(module: Module, workdir: Path, children: int, keep: bool,
     return statuses(root, module), cpu
 
 
-def mutant_diff(root: Path, key: str) -> list[str]:
-    """The changed lines of one mutant (``mutmut show``), to judge whether it matters."""
-    shown = subprocess.run([str(MUTMUT), "show", key], cwd=root, capture_output=True,
-                           text=True, check=False, env=dict(os.environ, PYTHONPATH=""))
-    return [line for line in shown.stdout.splitlines()
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+def mutant_diff(root: Path, module: Module, key: str) -> list[str]:
+    """The changed lines of one mutant, read from mutmut's mutated copy of the module (the
+    original and each mutant are functions side by side there); ``mutmut show`` says the
+    same but starts a process per mutant."""
+    source = (root / "mutants" / module.source).read_text(encoding="utf-8")
+    functions = _functions(source)
+    name = key.rsplit(".", 1)[-1]
+    orig = functions.get(name.rsplit("__mutmut_", 1)[0] + "__mutmut_orig")
+    mutant = functions.get(name)
+    if orig is None or mutant is None:
+        return ["(source not found)"]
+    diff = difflib.unified_diff(orig.splitlines()[1:], mutant.splitlines()[1:], lineterm="",
+                                n=0)
+    return [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+@functools.lru_cache(maxsize=4)
+def _functions(source: str) -> dict[str, str]:
+    lines = source.splitlines()
+    return {node.name: "\n".join(lines[node.lineno - 1:node.end_lineno])
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
 def score_row(name: str, codes: dict[str, int | None], cpu: float, wall: float) -> str:
@@ -178,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors-only", action="store_true",
                         help="test again only the mutants that survived the last run (valid "
                              "when tests were only added since; much faster)")
+    parser.add_argument("--report", action="store_true",
+                        help="run nothing: print the last run's results from the workdir")
     parser.add_argument("--survivors", action="store_true", help="list surviving mutants")
     parser.add_argument("--list", action="store_true", help="list the modules and their tests")
     args = parser.parse_args(argv)
@@ -197,14 +218,17 @@ def main(argv: list[str] | None = None) -> int:
           f"{'timeout':>7} {'score':>6} {'CPU s':>8} {'wall s':>7}", flush=True)
     for module in chosen:
         start = time.monotonic()
-        codes, cpu = run_module(module, args.workdir, args.children, args.keep,
-                                 args.survivors_only)
+        if args.report:
+            codes, cpu = statuses(args.workdir / module.name, module), 0.0
+        else:
+            codes, cpu = run_module(module, args.workdir, args.children, args.keep,
+                                    args.survivors_only)
         print(score_row(module.name, codes, cpu, time.monotonic() - start), flush=True)
         if args.survivors:
             for key, code in sorted(codes.items()):
                 if code not in KILLED and code not in TIMEOUT:
                     print(f"    {key}: exit {code}")
-                    for line in mutant_diff(args.workdir / module.name, key):
+                    for line in mutant_diff(args.workdir / module.name, module, key):
                         print(f"        {line}")
     return 0
 

@@ -268,3 +268,68 @@ def test_gpu_indices_are_checked_against_a_node_of_zero_gpus_not_a_negative_coun
     assert all("node 'gpu-r1-01' has 0 GPUs" in m for m in messages)
     doc["nodes"][0]["gpus"] = -1        # the schema's problem only: no index is judged by it
     assert only_problem(doc) == "s.json: field 'nodes[0].gpus' = -1: must be >= 0"
+
+
+def test_a_key_with_a_lone_surrogate_is_named_escaped():
+    doc = example()
+    doc["jobs"][0]["\ud800x"] = 1
+    messages = validate_snapshot(doc, "s.json")
+    assert messages[0] == ("s.json: field 'jobs[0].\\ud800x' = '\\ud800x': must be text "
+                           "without lone surrogates (\\ud800-\\udfff escapes that encode no "
+                           "character)")
+    assert len(messages) == 2 and "unknown field" in messages[1]
+
+
+@pytest.mark.parametrize("held", [["gpu-r1-02:0"],
+                                  ["gpu-r1-02:0", "gpu-r1-02:1", "gpu-r1-02:2", "gpu-r1-02:3"]])
+def test_an_elastic_job_may_hold_exactly_min_or_max_gpus(held):
+    doc = example()
+    doc["jobs"][1]["gpus_held"] = held      # min 1, max 4
+    assert validate_snapshot(doc, "s.json") == []
+
+
+@pytest.mark.parametrize(("held", "messages"), [
+    (["gpu-r1-01:0", "gpu-r1-01:1", "gpu-r1-01:2", "gpu-r1-01:4"],
+     ["field 'jobs[0].gpus_held[3]' = 'gpu-r1-01:4': node 'gpu-r1-01' has 4 GPUs "
+      "(indices 0..3)"]),
+    ([5, "gpu-r1-01:1", "gpu-r1-01:2", "gpu-r1-01:3"],
+     ["field 'jobs[0].gpus_held[0]' = 5: must be a string"]),
+    (["bad", "gpu-r9-01:1", "gpu-r1-01:2", "gpu-r1-01:3"],
+     ["field 'jobs[0].gpus_held[0]' = 'bad': must be a GPU id 'node:index'",
+      "field 'jobs[0].gpus_held[1]' = 'gpu-r9-01:1': no node named 'gpu-r9-01' in nodes"]),
+])
+def test_each_gpu_held_is_checked_past_a_broken_one(held, messages):
+    doc = example()
+    doc["jobs"][0]["gpus_held"] = held
+    assert validate_snapshot(doc, "s.json") == [f"s.json: {m}" for m in messages]
+
+
+def test_duplicates_are_found_past_a_name_of_the_wrong_type():
+    doc = example()
+    doc["nodes"].insert(0, {"name": 5, "gpu_type": "v100", "gpus": 1})
+    doc["nodes"].append(dict(doc["nodes"][1]))
+    assert validate_snapshot(doc, "s.json") == [
+        "s.json: field 'nodes[0].name' = 5: must be a string",
+        "s.json: field 'nodes[4].name' = 'gpu-r1-01': duplicate node; first used by nodes[1]"]
+
+
+def test_an_infinite_arrival_is_not_compared_with_the_start():
+    doc = example()
+    doc["jobs"][0]["arrival_s"] = math.inf
+    assert validate_snapshot(doc, "s.json") == [
+        "s.json: field 'jobs[0].arrival_s' = inf: must be <= 1099511627776",
+        "s.json: field 'jobs[0].arrival_s' = inf: must be a finite number"]
+
+
+def test_format_and_version_messages():
+    doc = example()
+    del doc["format"]
+    assert only_problem(doc) == "s.json: field 'format': required field is missing"
+    doc = example()
+    doc["version"] = 2
+    assert only_problem(doc) == ("s.json: field 'version' = 2: unsupported snapshot version; "
+                                 "this gpufair reads version 1 (a newer gpufair wrote it: "
+                                 "upgrade to load it)")
+    doc["version"] = 0
+    assert only_problem(doc) == ("s.json: field 'version' = 0: unsupported snapshot version; "
+                                 "this gpufair reads version 1")
