@@ -99,8 +99,8 @@ def scratch_copy(module: Module, workdir: Path) -> Path:
         "pytest_add_cli_args": ["-q", "-p", "no:cacheprovider", "-x",
                                 *(f"--deselect={t}" for t in module.deselect)],
         "pytest_add_cli_args_test_selection": tests,
-        "timeout_multiplier": 10.0,
-        "timeout_constant": 5.0,
+        "timeout_multiplier": 5.0,     # CPU seconds (SIGXCPU): a shared machine does not
+        "timeout_constant": 3.0,       # inflate them; a mutant that loops is cut short
         "use_git_change_detection": False,
         "use_setproctitle": False,
     }
@@ -195,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="reuse mutmut's cached verdicts from the last run (faster, but a "
                              "verdict may predate a test change)")
     parser.add_argument("--survivors-only", action="store_true",
-                        help="test again only the mutants that survived the last run (valid "
-                             "when tests were only added since; much faster)")
+                        help="test again only the mutants that survived the last run or were "
+                             "not run (valid when tests were only added since; much faster)")
     parser.add_argument("--report", action="store_true",
                         help="run nothing: print the last run's results from the workdir")
     parser.add_argument("--survivors", action="store_true", help="list surviving mutants")
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         print(score_row(module.name, codes, cpu, time.monotonic() - start), flush=True)
         if args.survivors:
             for key, code in sorted(codes.items()):
-                if code not in KILLED and code not in TIMEOUT:
+                if code is not None and code not in KILLED | TIMEOUT:
                     print(f"    {key}: exit {code}")
                     for line in mutant_diff(args.workdir / module.name, module, key):
                         print(f"        {line}")

@@ -9,13 +9,24 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpufair.adapters.slurm.translate import translate
-from gpufair.model import JobState
+from gpufair.adapters.slurm.translate import (
+    Malformed,
+    _as_number,
+    _bounded,
+    _describe,
+    _int,
+    _show,
+    dependency_met,
+    fix_nice,
+    translate,
+)
+from gpufair.model import JobState, NodeState
 
 DATA = Path(__file__).parent / "data" / "slurm"
 NOW = 1795305510.0
@@ -98,3 +109,198 @@ def test_a_running_job_counts_the_gpus_it_holds_not_what_it_asked():
     job, _ = running(tres_per_node="gres:gpu:3")
     assert job.gpus == 2 and job.gpus_held == ("gpu-k80-1:0", "gpu-k80-1:1")
     assert job.state is JobState.RUNNING
+
+
+# ---- reading one field ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ({"set": True, "infinite": False, "number": 5}, 5.0),
+    ({"number": 7}, 7.0),                        # no "set": it is set
+    ({"set": False, "number": 5}, None),
+    ({"set": True, "infinite": True, "number": 5}, None),
+    (None, None), (10, 10.0), (0, 0.0), (10.0, 10.0),
+])
+def test_numbers_plain_or_in_openapi_form(value, expected):
+    assert _as_number(value, "k", 0, 10) == expected
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (11, "field 'k' out of range: 11"), (-1, "field 'k' out of range: -1"),
+    (10.5, "field 'k' out of range: 10.5"), (math.inf, "field 'k' out of range: inf"),
+    (math.nan, "field 'k' out of range: nan"),
+    ("x", "field 'k' is text, not a number: 'x'"),
+    (True, "field 'k' is true/false, not a number: True"),
+    ({"set": True, "number": 11}, "field 'k' out of range: 11"),
+])
+def test_numbers_out_of_range_or_of_another_kind_are_named(value, message):
+    with pytest.raises(Malformed) as caught:
+        _as_number(value, "k", 0, 10)
+    assert str(caught.value) == message
+
+
+def test_whole_numbers():
+    assert _int({"k": 3.0}, "k") == 3 and _int({}, "k") is None
+    with pytest.raises(Malformed, match=r"^field 'k' is not a whole number: 2\.5$"):
+        _int({"k": 2.5}, "k")
+
+
+def test_nice_wraps_at_two_to_the_31():
+    assert fix_nice(1 << 31) == -(1 << 31)
+    assert fix_nice((1 << 31) - 1) == (1 << 31) - 1
+    assert fix_nice(-(1 << 31)) == -(1 << 31)
+    with pytest.raises(Malformed):
+        fix_nice(-(1 << 31) - 1)
+
+
+def test_ranges_are_bounded_by_the_names_they_expand_to():
+    assert _bounded("a[1-40000],b[1-25536]", "w") == "a[1-40000],b[1-25536]"   # 65536
+    with pytest.raises(Malformed) as caught:
+        _bounded("a[1-40000],b[1-25537]", "host list 'nodes'")
+    assert str(caught.value) == ("host list 'nodes' 'a[1-40000],b[1-25537]': more than 65536 "
+                                 "names")
+    assert _bounded("n[123456789-123456789]", "w")          # nine digits: one name
+    assert _bounded("n[5-3]", "w") == "n[5-3]"              # backwards: counts as one
+    with pytest.raises(Malformed) as caught:
+        _bounded("n[0-1234567890]", "w")
+    assert str(caught.value) == "w 'n[0-1234567890]': range '0-1234567890' too large"
+
+
+def test_show_is_short_and_never_raises():
+    class Boom:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    class Long:
+        def __repr__(self) -> str:
+            return "x" * 61
+
+    assert _show(10 ** 30) == "<100-bit integer>"
+    assert _show(10 ** 30 - 1) == repr(10 ** 30 - 1)
+    assert _show(-(10 ** 30)) == "<100-bit integer>"
+    assert _show(True) == "True"
+    assert _show("a" * 61) == repr("a" * 60) + "…"
+    assert _show("a" * 60) == repr("a" * 60)
+    assert _show([1, 2, 3]) == "<a list of 3>" and _show({}) == "<an object of 0>"
+    assert _show(Boom()) == "<Boom>"
+    assert _show(Long()) == "x" * 60 + "…"
+    assert _show(Long(), limit=61) == "x" * 61
+
+
+def test_describe_says_what_went_wrong_on_one_line():
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    assert _describe(KeyError("gres")) == "missing field 'gres'"
+    assert _describe(KeyError()) == "missing field None"
+    assert _describe(ValueError("a\nb\x00")) == "a\\nb\\x00"
+    assert _describe(TypeError("boom")) == "unreadable record (TypeError: boom)"
+    assert _describe(Unprintable()) == "unreadable record (Unprintable)"
+    assert _describe(ValueError("x" * 300)) == "x" * 300
+    assert _describe(ValueError("x" * 301)) == "x" * 300 + "…"
+
+
+@pytest.mark.parametrize(("text", "met"), [
+    ("afterok:12_3", True),          # an array task: its array job's state
+    ("afterok:12+1", True),          # a heterogeneous component: its leader's state
+    ("afterok:12(unfulfilled)", True),
+    ("afterok:12,afterok:99", False),
+    ("afterok:99?afterok:12", True),  # any of
+    ("singleton", False), ("afterok", False), ("after:24", True), ("afterany:24", False),
+])
+def test_dependencies(text, met):
+    assert dependency_met(text, {"12": "COMPLETED", "24": "RUNNING", "99": "PENDING"}) is met
+
+
+# ---- placement constraints of a pending job ---------------------------------------------------
+def constrained(sinfo: dict | None = None, **fields: Any):
+    jobs = copy.deepcopy(SQUEUE)
+    record = next(j for j in jobs["jobs"] if j["job_id"] == 4)
+    record.update({"admin_comment": "gpufair:managed", **fields})
+    view = translate(jobs, sinfo or SINFO, now=NOW)
+    return next((j for j in view.state.jobs if j.id == "4"), None), view
+
+
+def test_the_partition_limits_the_nodes():
+    sinfo = copy.deepcopy(SINFO)
+    for node in sinfo["nodes"]:
+        if "v100" in node["name"]:
+            node["partitions"] = ["urgent"]
+    job, _ = constrained(sinfo, partition="gpu")
+    assert job.allowed_nodes == ("gpu-k80-1", "gpu-k80-2")
+    job, _ = constrained(sinfo, partition="gpu,urgent")
+    assert job.allowed_nodes == ("gpu-k80-1", "gpu-k80-2", "gpu-v100-1", "gpu-v100-2")
+    job, _ = constrained(sinfo, partition="gpu", features="k80&v100")
+    assert job.allowed_nodes == ()
+    job, _ = constrained(sinfo, partition="urgent", excluded_nodes="gpu-v100-1")
+    assert job.allowed_nodes == ("gpu-k80-1", "gpu-k80-2", "gpu-v100-2")
+    job, _ = constrained(sinfo, partition="gpu",
+                         admin_comment="gpufair:managed nodelist=gpu-k80-2,gpu-v100-1")
+    assert job.allowed_nodes == ("gpu-k80-2",) and job.nodes == 1   # node_count of a per-node ask
+
+
+def test_features_alone_and_node_lists_alone():
+    job, _ = constrained(features="v100")
+    assert job.allowed_nodes == ("gpu-v100-1", "gpu-v100-2")
+    job, _ = constrained(features="v100,k80")
+    assert job.allowed_nodes == ()
+    job, _ = constrained(excluded_nodes="gpu-k80-[1-2]")
+    assert job.allowed_nodes == ("gpu-v100-1", "gpu-v100-2")
+    job, _ = constrained(admin_comment="gpufair:managed nodelist=gpu-v100-[1-2]",
+                         tres_per_node="", tres_per_job="gres:gpu:2")
+    assert job.allowed_nodes == ("gpu-v100-1", "gpu-v100-2") and job.nodes == 2
+
+
+def test_gpu_type_and_node_count_come_from_the_request():
+    everywhere = ("gpu-k80-1", "gpu-k80-2", "gpu-v100-1", "gpu-v100-2")   # partition gpu
+    job, _ = constrained(tres_per_node="gres:gpu:1", node_count=None)
+    assert job.nodes == 1 and job.gpu_types is None and job.allowed_nodes == everywhere
+    job, _ = constrained(tres_per_node="gres:gpu:1", node_count=None, partition="elsewhere")
+    assert job.allowed_nodes is None
+    job, _ = constrained(tres_per_node="", tres_per_job="gres:gpu:k80:2", node_count=None)
+    assert job.gpu_types == ("k80",) and job.nodes is None
+    job, _ = constrained(tres_per_node="gres:gpu:v100:2", node_count=2)
+    assert job.gpu_types == ("v100",) and job.nodes == 2 and job.gpus == 4
+
+
+def test_a_dependency_keeps_the_job_away_until_met():
+    job, view = constrained(dependency="afterok:1")       # job 1 is running
+    assert job is None and view.problems == ()
+    job, _ = constrained(dependency="(null)")
+    assert job is not None
+    job, view = constrained(features="k80|v100")
+    assert job is None
+    assert view.problems == ("slurm: job 4: not scheduled by gpufair: --constraint 'k80|v100' "
+                             "is more than a list of features",)
+
+
+# ---- what a running job holds -----------------------------------------------------------------
+@pytest.mark.parametrize(("detail", "message"), [
+    ("gpu:k80:2", "slurm: job 1: skipped: field 'gres_detail' is not a list of GRES strings: "
+                  "'gpu:k80:2'"),
+    ([1], "slurm: job 1: skipped: field 'gres_detail' is not a list of GRES strings: "
+          "<a list of 1>"),
+    (["gpu:k80:2(IDX:0-1)", "gpu:k80:1(IDX:0)"],
+     "slurm: job 1: skipped: gres_detail has 2 entries for 1 nodes"),
+    (["gpu:k80:2"], "slurm: job 1: skipped: no GPU indices in gres_detail 'gpu:k80:2'"),
+    (["gpu:k80:2(IDX:0,0)"], "slurm: job 1: skipped: a GPU listed twice in gres_detail "
+                             "<a list of 1>"),
+])
+def test_a_broken_gres_detail_is_named(detail, message):
+    jobs = copy.deepcopy(SQUEUE)
+    next(j for j in jobs["jobs"] if j["job_id"] == 1)["gres_detail"] = detail
+    view = translate(jobs, SINFO, now=NOW)
+    assert "1" not in {j.id for j in view.state.jobs}
+    assert view.problems == (message,)
+    assert {n.name: n.state for n in view.state.nodes}["gpu-k80-1"] is not NodeState.UP
+
+
+def test_an_unreadable_record_with_unreadable_nodes_holds_every_node_back():
+    jobs = copy.deepcopy(SQUEUE)
+    record = next(j for j in jobs["jobs"] if j["job_id"] == 1)
+    record.update(gres_detail=5, nodes=7)
+    view = translate(jobs, SINFO, now=NOW)
+    assert view.problems == ("slurm: job 1: skipped: field 'nodes' is a number, not text: 7; "
+                             "its nodes cannot be told, so every node is held back this round",)
+    assert all(n.state is not NodeState.UP for n in view.state.nodes)
