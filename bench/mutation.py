@@ -65,7 +65,10 @@ MODULES = (
            ("tests/test_core_mutants.py", "tests/test_mutants_actions.py")),
     Module("summary", "gpufair/profiler/summary.py",
            ("tests/test_profiler_model.py", "tests/test_profiler_summary_columns.py",
-            "tests/test_profiler_dropped.py", "tests/test_mutants_profiler.py")),
+            "tests/test_profiler_dropped.py", "tests/test_mutants_profiler.py"),
+           ("tests/test_profiler_summary_columns.py::test_columnar_add_equals_the_per_row_reference",
+            "tests/test_profiler_summary_columns.py::test_observe_times_equals_observe_time",
+            "tests/test_profiler_dropped.py::test_many_at_once_equals_one_at_a_time")),
     Module("robust", "gpufair/profiler/robust.py",
            ("tests/test_profiler_model.py", "tests/test_mutants_profiler.py")),
 )

@@ -218,3 +218,34 @@ def test_weights_of_another_length_are_refused() -> None:
                  lambda: steady_mean([1.0, 2.0], [1.0])):
         with pytest.raises(ValueError, match=r"^values and weights differ in length$"):
             call()
+
+
+# ---- throughput-only logs and a resumed reading ---------------------------------------------
+def test_samples_per_second_is_the_harmonic_mean_after_the_first():
+    """Rates 100 (warm-up, left out), 200, 400 samples/s: the mean cost of a sample is
+    (1/200 + 1/400)/2 = 3/800 s, so 800/3 samples/s (the arithmetic mean would say 300)."""
+    from gpufair.profiler.summary import _mean_rate
+    assert _mean_rate([100.0, 200.0, 400.0]) == pytest.approx(800 / 3)
+    assert _mean_rate([50.0]) == pytest.approx(50.0)          # one rate: it is the reading
+    assert _mean_rate([100.0, 0.0, -5.0]) is None               # nothing positive after it
+    acc = Accumulator()
+    acc.add([Sample(samples_per_s=r) for r in (100.0, 200.0, 400.0)])
+    report = acc.report("hf")
+    assert report.samples_per_s == pytest.approx(800 / 3) and report.iter_time_s is None
+
+
+def test_a_stated_rate_with_a_batch_size_is_not_a_throughput_only_reading():
+    acc = Accumulator()
+    acc.add([Sample(step=s, samples_per_s=320.0, batch_size=32) for s in range(1, 12)])
+    report = acc.report("hf")
+    # 32 samples at 320 samples/s: 0.1 s an iteration, and samples/s from it
+    assert report.iter_time_s == pytest.approx(0.1)
+    assert report.samples_per_s == pytest.approx(320.0)
+
+
+def test_a_seeded_reading_resumes_at_the_step_it_had_reached():
+    acc = Accumulator()
+    acc.seed(100)
+    assert acc.report("pytorch").iterations_done == 100
+    acc.add(steps(101, 105, 0.1))
+    assert acc.report("pytorch").iterations_done == 105
