@@ -304,3 +304,166 @@ def test_an_unreadable_record_with_unreadable_nodes_holds_every_node_back():
     assert view.problems == ("slurm: job 1: skipped: field 'nodes' is a number, not text: 7; "
                              "its nodes cannot be told, so every node is held back this round",)
     assert all(n.state is not NodeState.UP for n in view.state.nodes)
+
+
+# ---- nodes -----------------------------------------------------------------------------------
+def nodes_view(*edits, jobs: dict | None = None, **kw):
+    sinfo = copy.deepcopy(SINFO)
+    if jobs is None:   # no job holds the GPUs sinfo shows in use: clear them
+        for node in sinfo["nodes"]:
+            node["gres_used"] = ""
+    for edit in edits:
+        edit(sinfo["nodes"])
+    return translate(copy.deepcopy(jobs or {"jobs": []}), sinfo, now=NOW, **kw)
+
+
+def node_states(view) -> dict[str, NodeState]:
+    return {n.name: n.state for n in view.state.nodes}
+
+
+@pytest.mark.parametrize(("state", "flags", "expected"), [
+    ("idle", [], NodeState.UP), ("MIXED", [], NodeState.UP), ("allocated", [], NodeState.UP),
+    ("completing", [], NodeState.UP), ("planned", [], NodeState.UP),
+    ("reserved", [], NodeState.UP), (["IDLE", "DRAIN"], [], NodeState.UP),
+    ("down", [], NodeState.DOWN), ("unknown", [], NodeState.DOWN),
+    ("future", [], NodeState.DOWN), ("idle", ["NOT_RESPONDING"], NodeState.DOWN),
+    ("idle", ["drain"], NodeState.DRAIN), ("idle", ["DRAINING"], NodeState.DRAIN),
+    ("idle", ["DRAINED"], NodeState.DRAIN), ("idle", ["FAIL"], NodeState.DRAIN),
+    ("idle", ["MAINTENANCE"], NodeState.DRAIN), ("idle", ["REBOOT_REQUESTED"], NodeState.DRAIN),
+    ("idle", ["RESERVED"], NodeState.DRAIN), ("drain", [], NodeState.DRAIN),
+    ("drained", [], NodeState.DRAIN), ("draining", [], NodeState.DRAIN),
+    ("fail", [], NodeState.DRAIN), ("error", [], NodeState.DRAIN),
+])
+def test_node_states(state, flags, expected):
+    def edit(nodes):
+        nodes[0].update(state=state, state_flags=flags, gres_used="gpu:k80:0(IDX:N/A)")
+    view = nodes_view(edit)
+    assert node_states(view)["gpu-k80-1"] is expected
+    assert view.problems == ()
+
+
+def test_an_unknown_node_state_is_named_and_not_scheduled():
+    view = nodes_view(lambda n: n[0].update(state="weird", gres_used=""))
+    assert node_states(view)["gpu-k80-1"] is NodeState.DOWN
+    assert view.problems == ("slurm: node gpu-k80-1: unknown node state 'weird'; not scheduled",)
+
+
+@pytest.mark.parametrize(("edit", "problem"), [
+    (lambda n: n[0].update(state_flags="DRAIN"),
+     "slurm: node gpu-k80-1: skipped: field 'state_flags' is not a list of names: 'DRAIN'"),
+    (lambda n: n[0].update(partitions="gpu"),
+     "slurm: node gpu-k80-1: skipped: field 'partitions' is not a list of names: 'gpu'"),
+    (lambda n: n[0].update(gres="gpu:k80:5000"),
+     "slurm: node gpu-k80-1: skipped: 5000 GPUs in GRES 'gpu:k80:5000'"),
+    (lambda n: n.__setitem__(0, 7),
+     "slurm: node #0: skipped: the record is a number, not an object"),
+    (lambda n: n[0].pop("name"), "slurm: node #0: skipped: missing field 'name'"),
+    (lambda n: n[0].update(name=5),
+     "slurm: node #0: skipped: field 'name' is a number, not text: 5"),
+])
+def test_an_unreadable_node_is_named_and_left_out(edit, problem):
+    view = nodes_view(edit)
+    assert problem in view.problems
+    assert "gpu-k80-1" not in {n.name for n in view.state.nodes}
+    assert {"gpu-k80-2", "gpu-v100-1", "gpu-v100-2"} <= {n.name for n in view.state.nodes}
+
+
+def test_a_node_listed_twice_is_skipped_and_its_jobs_left_alone():
+    view = nodes_view(lambda n: n.append(dict(n[0])), jobs=SQUEUE)
+    assert "slurm: node gpu-k80-1: skipped: listed 2 times" in view.problems
+    assert "gpu-k80-1" not in {n.name for n in view.state.nodes}
+    assert "1" not in {j.id for j in view.state.jobs}    # job 1 runs there
+    assert any(p.startswith("slurm: job 1: skipped: runs on node gpu-k80-1 whose record "
+                            "could not be read") for p in view.problems)
+
+
+def test_gres_decides_the_type_and_count():
+    def edit(nodes):
+        nodes[0].update(gres="gpu:k80:2,gpu:v100:2", gres_used="")
+        nodes[1].update(gres="gpu:4", gres_used="")
+        nodes[2].update(gres="", gres_used="")
+    view = nodes_view(edit)
+    nodes = {n.name: (n.gpu_type, n.gpus) for n in view.state.nodes}
+    assert nodes["gpu-k80-1"] == ("k80", 2) and nodes["gpu-k80-2"] == ("gpu", 4)
+    assert "gpu-v100-1" not in nodes          # no GPUs: not gpufair's
+    assert view.problems == ("slurm: node gpu-k80-1: several GPU types "
+                             "('gpu:k80:2,gpu:v100:2'); scheduling it as k80 only",)
+    assert [t.name for t in view.state.gpu_types] == ["gpu", "k80", "v100"]
+
+
+def test_only_managed_partitions_nodes_are_read():
+    view = nodes_view(lambda n: n[0].update(partitions=["other"]), managed_partitions=["other"])
+    assert [n.name for n in view.state.nodes] == ["gpu-k80-1"]
+
+
+def test_gpus_in_use_by_nobody_gpufair_sees_are_not_offered():
+    """sinfo says GPUs 0-1 of gpu-k80-1 are in use but no job of the state holds them: they
+    belong to somebody gpufair does not schedule. An index past the node's count is noise."""
+    def edit(nodes):
+        nodes[0].update(gres_used="gpu:k80:3(IDX:0-1,7)")
+        nodes[1].update(gres_used="gpu:k80:1(IDX:0)", state="drain")
+    view = nodes_view(edit)
+    by_name = {n.name: n for n in view.state.nodes}
+    assert by_name["gpu-k80-1"].unavailable == (0, 1)
+    assert by_name["gpu-k80-2"].unavailable == ()            # drained: not offered anyway
+    assert view.problems == ("slurm: node gpu-k80-1: GPUs [0, 1] used by jobs gpufair does not "
+                             "schedule; not offered",)
+    held = translate(copy.deepcopy(SQUEUE), copy.deepcopy(SINFO), now=NOW)  # job 1 holds them
+    assert {n.name: n.unavailable for n in held.state.nodes}["gpu-k80-1"] == ()
+
+
+def test_features_come_from_active_features_first():
+    def edit(nodes):
+        nodes[0].update(active_features="fast,k80", features="slow")
+        nodes[1].update(active_features="", features="fast")
+    jobs = copy.deepcopy(SQUEUE)
+    next(j for j in jobs["jobs"] if j["job_id"] == 4).update(
+        features="fast", admin_comment="gpufair:managed")
+    view = nodes_view(edit, jobs=jobs)
+    assert next(j for j in view.state.jobs if j.id == "4").allowed_nodes == \
+        ("gpu-k80-1", "gpu-k80-2")
+
+
+def test_documents_without_their_lists():
+    view = translate({}, copy.deepcopy(SINFO), now=NOW)
+    assert view.problems == ("slurm: the jobs document has no 'jobs' list; every node is held "
+                             "back this round",)
+    assert all(n.state is NodeState.DRAIN for n in view.state.nodes)
+    view = translate(copy.deepcopy(SQUEUE), {"nodes": None}, now=NOW)
+    assert view.problems[0] == "slurm: the nodes document has no 'nodes' list"
+
+
+# ---- job ids and order ------------------------------------------------------------------------
+@pytest.mark.parametrize(("value", "ok"), [
+    ("12", "12"), (4294967295, "4294967295"), (4294967296, None), (0, None), ("0012x", None),
+    (True, None), ("12345678901", None), (1.0, None),
+])
+def test_job_ids(value, ok):
+    from gpufair.adapters.slurm.translate import _job_id
+    if ok is not None:
+        assert _job_id(value) == ok
+    else:
+        with pytest.raises(Malformed, match=r"^field 'job_id' is not a job id: "):
+            _job_id(value)
+
+
+def test_jobs_come_out_in_submission_order_and_a_bad_id_is_named_by_position():
+    jobs = copy.deepcopy(SQUEUE)
+    jobs["jobs"].reverse()
+    jobs["jobs"][0]["job_id"] = "x"       # was job 5
+    view = translate(jobs, copy.deepcopy(SINFO), now=NOW)
+    assert [j.id for j in view.state.jobs] == ["1", "2", "3", "4"]
+    assert view.problems == ("slurm: job #0: skipped: field 'job_id' is not a job id: 'x'",)
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    (["PENDING"], None), ([], "slurm: job 4: skipped: unknown job state <a list of 0>"),
+    (5, "slurm: job 4: skipped: field 'job_state' is a number, not a state name: 5"),
+    ("pending", None),
+])
+def test_job_states_as_text_or_a_list_of_flags(value, problem):
+    jobs = copy.deepcopy(SQUEUE)
+    next(j for j in jobs["jobs"] if j["job_id"] == 4)["job_state"] = value
+    view = translate(jobs, copy.deepcopy(SINFO), now=NOW)
+    assert view.problems == (() if problem is None else (problem,))
+    assert ("4" in {j.id for j in view.state.jobs}) is (problem is None)
