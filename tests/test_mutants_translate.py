@@ -467,3 +467,98 @@ def test_job_states_as_text_or_a_list_of_flags(value, problem):
     view = translate(jobs, copy.deepcopy(SINFO), now=NOW)
     assert view.problems == (() if problem is None else (problem,))
     assert ("4" in {j.id for j in view.state.jobs}) is (problem is None)
+
+
+# ---- every field of a job -------------------------------------------------------------------
+def test_every_field_of_a_running_job_and_its_slurm_info():
+    job, info = running(account="vision", user_name="alice", user_id=1001, group_id=100,
+                        array_job_id=77, array_task_id=3, submit_time=NOW - 500,
+                        start_time=NOW - 400, suspend_time=0, restart_cnt=2, priority=4242,
+                        partition="gpu", admin_comment="gpufair:managed",
+                        required_nodes="gpu-k80-1", tres_per_node="gres:gpu:k80:2")
+    assert (job.id, job.tenant, job.app, job.gpus) == ("1", "vision", "77", 2)
+    assert (job.arrival_s, job.start_s, job.attained_s) == (NOW - 500, NOW - 400, 400.0)
+    assert (job.restarts, job.owner_uid, job.owner_gid) == (2, 1001, 100)
+    assert job.gpus_held == ("gpu-k80-1:0", "gpu-k80-1:1")
+    assert (info.job_id, info.raw_state, info.partition, info.managed) == \
+        ("1", "RUNNING", "gpu", True)
+    assert (info.priority, info.gpu_type, info.pinned, info.nodes, info.node_count) == \
+        (4242.0, "k80", ("gpu-k80-1",), ("gpu-k80-1",), 1)
+
+
+def test_defaults_of_a_sparse_pending_record():
+    job, info = one("PENDING", submit_time=None, restart_cnt=None, array_job_id=0,
+                    admin_comment="", required_nodes="")
+    assert (job.arrival_s, job.restarts, job.app, job.start_s) == (0.0, 0, None, None)
+    assert (info.managed, info.pinned) == (False, ())
+
+
+@pytest.mark.parametrize(("fields", "tenant"), [
+    ({"account": "acct", "user_name": "bob", "user_id": 7}, "acct"),
+    ({"account": "", "user_name": "bob", "user_id": 7}, "bob"),
+    ({"account": "", "user_name": "", "user_id": 7}, "7"),
+    ({"account": "", "user_name": "", "user_id": 0}, "0"),       # root is uid 0, not "none"
+    ({"account": "", "user_name": "", "user_id": None}, "default"),
+])
+def test_the_tenant_is_the_account_then_the_user_then_the_uid(fields, tenant):
+    job, _ = one("PENDING", **fields)
+    assert job.tenant == tenant
+
+
+@pytest.mark.parametrize(("edit", "problem"), [
+    (lambda r: r.pop("job_id"), "slurm: job #3: skipped: missing field 'job_id'"),
+    (lambda r: r.pop("job_state"), "slurm: job 4: skipped: missing field 'job_state'"),
+    (lambda r: r.update(tres_per_node="gres:gpu:2000000", node_count=1),
+     "slurm: job 4: skipped: asks for 2000000 GPUs"),
+    (lambda r: r.update(priority=1 << 32), "slurm: job 4: skipped: field 'priority' out of "
+                                          "range: 4294967296"),
+])
+def test_a_broken_job_record_is_named(edit, problem):
+    jobs = copy.deepcopy(SQUEUE)
+    edit(next(j for j in jobs["jobs"] if j["job_id"] == 4))
+    view = translate(jobs, copy.deepcopy(SINFO), now=NOW)
+    assert view.problems == (problem,)
+
+
+def test_a_record_that_is_not_an_object_is_named():
+    jobs = copy.deepcopy(SQUEUE)
+    jobs["jobs"].append("junk")
+    view = translate(jobs, copy.deepcopy(SINFO), now=NOW)
+    assert any(p.startswith("slurm: job #5: skipped: the record is text, not an object")
+               for p in view.problems)
+
+
+def test_a_job_that_asks_for_no_gpu_is_not_gpufairs_and_a_partition_list_is_split():
+    job, view = constrained(tres_per_node="gres:gpu:0")
+    assert job is None and view.problems == ()
+    jobs = copy.deepcopy(SQUEUE)
+    next(j for j in jobs["jobs"] if j["job_id"] == 4)["partition"] = "cpu,gpu"
+    view = translate(jobs, copy.deepcopy(SINFO), now=NOW, managed_partitions=["gpu"])
+    assert "4" in {j.id for j in view.state.jobs}
+    next(j for j in jobs["jobs"] if j["job_id"] == 4)["partition"] = "cpu"
+    view = translate(jobs, copy.deepcopy(SINFO), now=NOW, managed_partitions=["gpu"])
+    assert "4" not in {j.id for j in view.state.jobs}
+
+
+def test_a_job_of_the_largest_size_is_read():
+    job, _ = one("PENDING", tres_per_node="gres:gpu:1048576", node_count=1)
+    assert job.gpus == 1 << 20
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ("out-%j.log", "/w/out-67.log"), ("%3j", "/w/067"), ("%03j", "/w/067"),
+    ("%10j", "/w/0000000067"), ("%11j", "/w/0000000067"), ("%100j", "/w/0000000067"),
+    ("%0j", "/w/67"), ("%010j", "/w/0000000067"), ("%1j", "/w/67"),
+    ("100", None), ("000", "/w/000"), ("a%", "/w/a%"), ("50%-done", "/w/50%-done"),
+])
+def test_output_path_widths_and_literals(pattern, expected):
+    from gpufair.adapters.slurm.translate import slurm_output_path
+    assert slurm_output_path(pattern, cwd="/w", job_id=67) == expected
+
+
+def test_output_path_of_a_relative_pattern_with_a_backslash_and_no_cwd_is_unknown():
+    from gpufair.adapters.slurm.translate import slurm_output_path
+    assert slurm_output_path("a\\b", cwd="", job_id=1) is None
+    assert slurm_output_path("a\\b", cwd="/w", job_id=1) == "/wab"
+    assert slurm_output_path("/x/\ufffd", cwd="/w", job_id=1) is None
+    assert slurm_output_path("/x/XX", cwd="/w", job_id=1) == "/x/XX"
