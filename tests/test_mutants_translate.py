@@ -562,3 +562,35 @@ def test_output_path_of_a_relative_pattern_with_a_backslash_and_no_cwd_is_unknow
     assert slurm_output_path("a\\b", cwd="/w", job_id=1) == "/wab"
     assert slurm_output_path("/x/\ufffd", cwd="/w", job_id=1) is None
     assert slurm_output_path("/x/XX", cwd="/w", job_id=1) == "/x/XX"
+
+
+def test_a_dependency_on_a_job_of_the_same_document_is_read_from_its_state():
+    jobs = copy.deepcopy(SQUEUE)
+    by_id = {j["job_id"]: j for j in jobs["jobs"]}
+    by_id[5].update(job_state="completed", tres_per_node="")      # done: not a GPU job now
+    by_id[4].update(dependency="afterok:5", admin_comment="gpufair:managed")
+    view = translate(jobs, copy.deepcopy(SINFO), now=NOW)
+    assert "4" in {j.id for j in view.state.jobs}
+    by_id[5]["job_state"] = "FAILED"
+    assert "4" not in {j.id for j in translate(jobs, copy.deepcopy(SINFO), now=NOW).state.jobs}
+
+
+@pytest.mark.parametrize("edit", [
+    {"tres_per_node": "gres:gpu:0"},                             # not a GPU job
+    {"features": "a|b", "admin_comment": "gpufair:managed"},     # not modelled
+    {"dependency": "afterok:99", "admin_comment": "gpufair:managed"},   # waits
+    {"tres_per_node": 5},                                        # unreadable
+])
+def test_a_job_left_out_does_not_stop_the_ones_after_it(edit):
+    jobs = copy.deepcopy(SQUEUE)
+    next(j for j in jobs["jobs"] if j["job_id"] == 4).update(edit)
+    view = translate(jobs, copy.deepcopy(SINFO), now=NOW)
+    assert [j.id for j in view.state.jobs] == ["1", "2", "3", "5"]
+
+
+def test_the_state_has_the_time_and_the_tenants_of_its_jobs():
+    jobs = copy.deepcopy(SQUEUE)
+    next(j for j in jobs["jobs"] if j["job_id"] == 4)["account"] = "vision"
+    view = translate(jobs, copy.deepcopy(SINFO), now=NOW)
+    assert view.state.time_s == NOW
+    assert [t.name for t in view.state.tenants] == ["root", "vision"]
