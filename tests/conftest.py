@@ -52,3 +52,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = (f"skipped under CI=true, which must run every test: {reason}")
+
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """A whole module skipped at collection (``allow_module_level``) fails under CI too."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and _under_ci():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, which must run every test: {reason}"
