@@ -263,3 +263,39 @@ def test_a_seeded_reading_resumes_at_the_step_it_had_reached():
 def test_columnar_add_equals_the_per_row_reference_on_a_few_logs(log: tuple) -> None:
     samples, cuts, warmup, seed, exact = log
     feed_both(split(samples, cuts), warmup, seed, exact)
+
+
+# ---- what a report says, and on what basis ---------------------------------------------------
+def test_a_whole_run_average_is_the_reading_with_one_sample_of_confidence():
+    acc = Accumulator()
+    acc.add([Sample(step=5, iter_time_s=0.2, cumulative=True)])    # Keras' "0.2 s/step" total
+    report = acc.report("keras")
+    assert (report.iter_time_s, report.iter_time_basis, report.timed_samples) == \
+        (0.2, "whole_run", 1)
+    assert report.confidence == pytest.approx(1 - math.exp(-1 / 5))
+
+
+def test_a_log_with_only_its_warm_up_sample_is_read_at_low_confidence():
+    acc = Accumulator()
+    acc.add([Sample(step=1, iter_time_s=0.3)])
+    report = acc.report("pytorch")
+    assert (report.iter_time_s, report.iter_time_basis, report.warmup_skipped) == \
+        (0.3, "warmup", 1)
+    assert report.confidence == pytest.approx((1 - math.exp(-1 / 5)) / 11)   # rel. error 1
+    assert Accumulator().report("pytorch").iter_time_s is None
+
+
+def test_a_window_report_states_every_field():
+    acc = Accumulator()
+    acc.add([Sample(step=s, iter_time_s=0.1, batch_size=64, loss=1.0 / s, epoch=s / 10,
+                    total_epochs=3, total_steps=30) for s in range(1, 12)])
+    for exact in (True, False):
+        report = acc.report("pytorch", exact=exact)
+        assert (report.iter_time_s, report.iter_time_basis, report.timed_samples) == \
+            (pytest.approx(0.1), "window", 10)
+        assert report.confidence == pytest.approx(1 - math.exp(-2))
+        assert report.samples_per_s == pytest.approx(640.0)      # 64 samples / 0.1 s
+        assert (report.loss, report.epoch) == (pytest.approx(1 / 11), pytest.approx(1.1))
+        assert (report.epochs_total, report.iterations_total, report.iterations_done) == \
+            (3, 30, 11)
+        assert (report.batch_size, report.family) == (64, "pytorch")
