@@ -5,6 +5,8 @@ A ledger of intervals during which each job ran on g GPUs of one type (or waited
 * **normalized throughput** (OEF paper §6, spec §5.5): a job on g GPUs of type j counts
   g · rate_j(g) / rate_ref(g) *slowest-GPU equivalents*, ref the slowest type, so jobs of
   very different absolute speeds add up; the cluster's time average is the efficiency figure;
+  (as allocated); the *actual* figure counts the iterations the jobs trained instead, in the
+  same units, so restart overheads lower it;
 * **sharing incentive (SI)**: a tenant's normalized throughput over the intervals it was
   active, against what an equal 1/n partition of every type (n tenants active then) would
   have given it, capped at its demand (the GPUs its active jobs can use) and taken on its
@@ -58,7 +60,8 @@ class TenantLedger:
     types: tuple[str, ...]
     reference: str
     busy_s: float = 0.0
-    work: float = 0.0   # Σ dt · normalized throughput of the cluster
+    work: float = 0.0   # Σ dt · normalized throughput of the cluster (GPUs as allocated)
+    done: float = 0.0   # iterations done, in slowest-GPU seconds (restarts cost here)
     got: dict[str, float] = field(default_factory=dict)
     si_ref: dict[str, float] = field(default_factory=dict)
     own_pair: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -102,6 +105,17 @@ class TenantLedger:
                     value = _best_value(speed[a], bundle[b], gangs[a])
                     self.other_pair[key] = self.other_pair.get(key, 0.0) + dt * value
 
+    def add_progress(self, job: Job, iterations: float) -> None:
+        """``iterations`` the job trained since last told: actual work, counted as the
+        seconds its gang of the slowest type would have needed (x gang size), so that
+        restart overheads and idle starts show, unlike in the allocated figure."""
+        base = job.rate(self.reference)
+        if not base > 0:
+            rates = [r for r in (job.rate(t) for t in self.types) if r > 0]
+            base = min(rates, default=0.0)
+        if base > 0 and iterations > 0:
+            self.done += iterations / base * job.gpus
+
     def summary(self) -> dict[str, float]:
         """Cluster throughput (busy-time mean), SI and EF as ratios and violation counts."""
         si = {t: self.got[t] / self.si_ref[t] for t in self.got if self.si_ref[t] > 0}
@@ -109,6 +123,7 @@ class TenantLedger:
                 (np.inf if self.other_pair[k] > 0 else 1.0) for k in self.own_pair}
         return {
             "throughput": self.work / self.busy_s if self.busy_s else float("nan"),
+            "actual": self.done / self.busy_s if self.busy_s else float("nan"),
             "tenants": float(len(self.got)),
             "si_min": min(si.values(), default=float("nan")),
             "si_violations": float(sum(r < 1 - SLACK for r in si.values())),
