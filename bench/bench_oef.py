@@ -203,6 +203,8 @@ def table(results: dict[str, dict[str, float]], steady: bool) -> str:
 
 def part_sim(args: argparse.Namespace) -> None:
     trace = load_trace(args.trace)
+    if args.jobs:
+        trace = trace[: args.jobs]
     throughputs = load_throughputs(data.path("gavel_simulator_throughputs.json"))
     nodes = parse_cluster_spec(args.cluster, "4")
     results = {}
@@ -210,8 +212,8 @@ def part_sim(args: argparse.Namespace) -> None:
         r = run_variant(variant, trace, throughputs, nodes, None, args.time_limit)
         if r is not None:
             results[variant] = r
-    print(f"\n## MSR trace {args.trace} on {args.cluster} (4 GPUs/server), {ROUND_S:g} s "
-          "rounds, tenant = job type\n")
+    print(f"\n## MSR trace {args.trace} ({len(trace)} lines) on {args.cluster} (4 GPUs/server),"
+          f" {ROUND_S:g} s rounds, tenant = job type\n")
     print(table(results, steady=False))
 
 
@@ -342,6 +344,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", default="sim,steady,lp,round")
     parser.add_argument("--trace", default=MSR_TRACE, help="an MSR (7-column) trace")
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="simulate only the trace's first N lines (0: all)")
     parser.add_argument("--cluster", default="v100:8,p100:8,k80:8")
     parser.add_argument("--time-limit", type=float, default=900.0,
                         help="wall seconds per simulated policy (then partial)")
