@@ -248,6 +248,46 @@ def part_steady(args: argparse.Namespace) -> None:
     print(table(results, steady=True))
     print(f"\nno-fairness bound (each GPU to the job that gains most, eq. 4 with one GPU per "
           f"job): {efficiency_bound(trace, throughputs, nodes):.2f}")
+    print(lp_estimates(trace, throughputs, nodes))
+
+
+def lp_estimates(trace: Sequence[TraceJob], throughputs: Throughputs,
+                 nodes: Sequence[Node]) -> str:
+    """The fractional optima on the steady set, tenant level: OEF's two LPs and the paper's
+    Gavel baseline as the spec reconstructs it (§5.4: max t, W_l·x_l >= t W_l·m/n, a tenant's
+    share at most its jobs), which is what the paper's 'estimated' gains compare."""
+    types = tuple(dict.fromkeys(n.gpu_type for n in nodes))
+    m = np.array([sum(n.gpus for n in nodes if n.gpu_type == t) for t in types], float)
+    kinds = list(dict.fromkeys(j.job_type for j in trace))
+    demand = np.array([sum(j.job_type == kind for j in trace) for kind in kinds], float)
+    w = np.array([[throughputs.rate(t, kind, 1) / throughputs.rate(REFERENCE, kind, 1)
+                   for t in types] for kind in kinds])
+    n, k = w.shape
+    out = {}
+    for mode in ("cooperative", "non_cooperative"):
+        x = solve_oef(OefProblem(w, m, np.ones(n)), mode).x
+        out[f"OEF {mode}"] = float(np.sum(w * x))
+    # Gavel (spec §5.4): variables x (n*k) and t
+    fair = w @ m / n
+    rows = [np.concatenate([np.kron(np.ones(n), np.eye(k)[j]), [0.0]]) for j in range(k)]
+    rhs = list(m)
+    for t in range(n):
+        row = np.zeros(n * k + 1)
+        row[t * k:(t + 1) * k] = -w[t]
+        row[-1] = fair[t]
+        rows.append(row)
+        rhs.append(0.0)
+        cap = np.zeros(n * k + 1)
+        cap[t * k:(t + 1) * k] = 1.0
+        rows.append(cap)
+        rhs.append(demand[t])
+    c = np.zeros(n * k + 1)
+    c[-1] = -1.0
+    res = linprog(c, A_ub=np.array(rows), b_ub=rhs, bounds=(0, None), method="highs")
+    x = res.x[:-1].reshape(n, k)
+    out["Gavel (spec 5.4, tenant level)"] = float(np.sum(w * x))
+    return "LP estimates (tenant level, fractional): " + ", ".join(
+        f"{name} {value:.2f}" for name, value in out.items())
 
 
 def efficiency_bound(trace: Sequence[TraceJob], throughputs: Throughputs,
