@@ -333,10 +333,17 @@ def part_lp(args: argparse.Namespace) -> None:
                 rows.append([str(n), str(k), mode, sol.backend, str(sol.solves),
                              f"{wall:.3f}", f"{cpu:.3f}"])
                 print(" | ".join(rows[-1]), flush=True)
-            ordered = OefProblem(np.sort(w, axis=0), m, pi)   # ratio-ordered: sort columns
-            sol, wall, cpu = timed(lambda q=ordered: solve_non_cooperative_fast(q))
+            # ratio-ordered: each adjacent-type ratio sorted the same way over tenants
+            steps = np.sort(w[:, 1:] / w[:, :-1], axis=0)
+            ordered = OefProblem(np.hstack([np.ones((n, 1)), np.cumprod(steps, axis=1)]), m, pi)
+            fast, wall, cpu = timed(lambda q=ordered: solve_non_cooperative_fast(q))
+            assert fast is not None, "the ratio-ordered instance took no fast path"
+            lp, lp_wall, lp_cpu = timed(lambda q=ordered: solve_oef(q, "non_cooperative"))
             rows.append([str(n), str(k), "non_cooperative", "fast path (ratio-ordered)",
                          "0", f"{wall:.3f}", f"{cpu:.3f}"])
+            rows.append([str(n), str(k), "non_cooperative", f"{lp.backend}, same instance",
+                         "1", f"{lp_wall:.3f}", f"{lp_cpu:.3f}"])
+            print(" | ".join(rows[-2]), f"(t {fast.level:.9g} vs LP {lp.level:.9g})", flush=True)
     print("\n## OEF LP solve time (random speedups, weights 1/2/4)\n")
     print(markdown(rows))
 
@@ -346,8 +353,7 @@ def round_state(jobs: int, gpus: int, seed: int) -> ClusterState:
     tenants of 10 jobs and two kinds each, on k80/p100/v100 servers of 8 GPUs."""
     rng = np.random.default_rng(seed)
     types = ("k80", "p100", "v100")
-    per = max(8, gpus // 3 // 8 * 8)
-    nodes = tuple(Node(f"{t}-{i}", t, 8) for t in types for i in range(per // 8))
+    nodes = tuple(Node(f"{types[i % 3]}-{i}", types[i % 3], 8) for i in range(gpus // 8))
     speed = np.hstack([np.ones((12, 1)), np.cumprod(rng.uniform(1, 2.5, size=(12, 2)), axis=1)])
     tenants = max(2, jobs // 10)
     out = []
