@@ -266,14 +266,17 @@ class OefPolicy(PolicyBase):
         if new_round:
             usable = np.array([[s > 0 for s in v.speedups] for v in tenants], dtype=bool)
             real = self.rounder.round(keys, types, shares, [capacity[t] for t in types],
-                                      usable, [v.min_gang for v in tenants])
+                                      usable, [v.min_gang for v in tenants], settle=False)
             self._round_at = now
             self._real = {k: {t: int(n) for t, n in zip(types, row, strict=True) if n}
                           for k, row in zip(keys, real, strict=True)}
         real_rows = np.array([[self._real.get(k, {}).get(t, 0) for t in types] for k in keys],
                              dtype=np.int64).reshape(len(keys), len(types))
-        picks, backfilled = self._select(state, tenants, types, real_rows, shares, capacity,
-                                         now, keep_running=not new_round)
+        picks, backfilled, used, blocked = self._select(
+            state, tenants, types, real_rows, shares, capacity, now, keep_running=not new_round)
+        if new_round:   # a tenant whose gangs did not fit its GPUs is charged what ran
+            self.rounder.settle(np.where(blocked[:, None], np.minimum(real_rows, used),
+                                         real_rows))
         assignments = place(state, picks)
         for a in assignments:
             self._last_ran[a.job_id] = now
@@ -298,7 +301,9 @@ class OefPolicy(PolicyBase):
     def _select(self, state: ClusterState, tenants: Sequence[VirtualTenant],
                 types: tuple[str, ...], real: np.ndarray, shares: np.ndarray,
                 capacity: Mapping[str, int], now: float, keep_running: bool
-                ) -> tuple[list[tuple[Job, str]], list[str]]:
+                ) -> tuple[list[tuple[Job, str]], list[str], np.ndarray, np.ndarray]:
+        """The jobs to run: each tenant's from its whole GPUs, then backfill. Also the GPUs
+        each tenant's jobs use per type and whether any of its jobs still wait."""
         held = held_types(state)
         picks: list[tuple[Job, str]] = []
         waiting: list[tuple[int, Job]] = []
@@ -327,7 +332,14 @@ class OefPolicy(PolicyBase):
             extra = greedy_walk([job for _, job in waiting], room, held)
             picks += extra
             backfilled = [job.id for job, _ in extra]
-        return picks, backfilled
+        owner = {job.id: i for i, v in enumerate(tenants) for job in v.jobs}
+        used = np.zeros((len(tenants), len(types)), dtype=np.int64)
+        for job, gpu_type in picks:
+            used[owner[job.id], types.index(gpu_type)] += job.gpus
+        running = {job.id for job, _ in picks}
+        blocked = np.array([any(job.id not in running for job in v.jobs) for v in tenants],
+                           dtype=bool)
+        return picks, backfilled, used, blocked
 
 
 def _fit(job: Job, free: Mapping[str, int], current: str | None,

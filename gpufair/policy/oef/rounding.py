@@ -27,26 +27,24 @@ EPS = 1e-9
 
 def apportion(values: np.ndarray, dev: np.ndarray, total: int) -> np.ndarray:
     """Whole numbers ≥ 0 summing to ``total`` that follow ``values`` (x + dev) as closely as
-    floors and largest remainders can; ``dev`` breaks ties, then the row order."""
+    floors and largest remainders can; ``dev`` breaks ties, then the row order.
+
+    Negative values count as 0; if the rest sum to more than ``total`` (which only clamping
+    negatives can cause) they are shrunk in proportion first, so no loop ever takes GPUs
+    back one at a time.
+    """
     n = len(values)
-    real = np.maximum(0, np.floor(values + EPS)).astype(np.int64)
+    if n == 0 or total <= 0:
+        return np.zeros(n, dtype=np.int64)
+    target = np.maximum(values, 0.0)
+    if target.sum() > total:
+        target = target * (total / target.sum())
+    real = np.floor(target + EPS).astype(np.int64)
+    real = np.minimum(real, total)
     order = np.arange(n)
-    while real.sum() > total:   # clamped negatives can push the floors over the total
-        over = real.sum() - total
-        remainder = values - real
-        cand = np.flatnonzero(real > 0)
-        pick = cand[np.lexsort((-order[cand], dev[cand], remainder[cand]))][:over]
-        real[pick] -= 1
-    short = total - int(real.sum())
-    if short > 0:
-        remainder = values - real
-        pick = np.lexsort((order, -dev, -remainder))[:short]
+    while (short := total - int(real.sum())) > 0:
+        pick = np.lexsort((order, -dev, -(target - real)))[:short]
         real[pick] += 1
-        short = total - int(real.sum())
-        while short > 0:   # only when total > n + Σ floors: cannot happen for Σx = total
-            pick = np.lexsort((order, -dev, -(values - real)))[:short]
-            real[pick] += 1
-            short = total - int(real.sum())
     return real
 
 
@@ -56,6 +54,8 @@ class Rounder:
 
     def __init__(self) -> None:
         self.dev: dict[str, dict[str, float]] = {}
+        self._pending: tuple[list[str], list[str], np.ndarray, np.ndarray] = (
+            [], [], np.zeros((0, 0)), np.zeros((0, 0)))
 
     def state_dict(self) -> dict[str, Any]:
         return {"dev": {k: dict(v) for k, v in self.dev.items()}}
@@ -75,21 +75,23 @@ class Rounder:
         return dev
 
     def round(self, keys: Sequence[str], types: Sequence[str], ideal: np.ndarray,
-              capacity: Sequence[int], usable: np.ndarray, min_demand: Sequence[int]
-              ) -> np.ndarray:
-        """Whole GPUs per (tenant, type) for one round, and the deviations carried on.
+              capacity: Sequence[int], usable: np.ndarray, min_demand: Sequence[int],
+              *, settle: bool = True) -> np.ndarray:
+        """Whole GPUs per (tenant, type) for one round.
 
         ``ideal`` n x k fractional shares, ``usable`` which types a tenant can run on (a
         released GPU only goes to a tenant that can use it), ``min_demand`` each tenant's
-        smallest gang.
+        smallest gang. ``settle``: charge the result as given at once; otherwise the caller
+        charges what the tenants could use with :meth:`settle`.
         """
         n, k = len(keys), len(types)
         dev = self._deviations(keys, types)
         values = ideal + dev
         real = np.zeros((n, k), dtype=np.int64)
         for j in range(k):
-            total = min(int(capacity[j]), max(0, math.floor(values[:, j].sum() + EPS)))
-            real[:, j] = apportion(values[:, j], dev[:, j], total)
+            rows = np.flatnonzero(usable[:, j])   # a GPU only for a tenant that can use it
+            total = min(int(capacity[j]), max(0, math.floor(values[rows, j].sum() + EPS)))
+            real[rows, j] = apportion(values[rows, j], dev[rows, j], total)
         need = np.asarray(min_demand, dtype=np.int64)
         starved = (real.sum(axis=1) < need) & (real.sum(axis=1) > 0)
         if starved.any():
@@ -102,7 +104,22 @@ class Rounder:
                     gap = values[takers, j] - real[takers, j]
                     best = takers[np.lexsort((order[takers], -dev[takers, j], -gap))[0]]
                     real[best, j] += 1
-        new_dev = dev + ideal - real
+        self._pending = (list(keys), list(types), ideal, dev)
+        if settle:
+            self.settle(real)
+        return real
+
+    def settle(self, charged: np.ndarray) -> None:
+        """``dev += x − charged`` for the round just dealt, re-centred per type to sum 0.
+
+        ``charged`` is what each tenant got and could use. A tenant whose gangs did not fit
+        the whole GPUs it was dealt (they were split over types) is charged only what ran,
+        so it is owed the rest; re-centring keeps the deviations bounded however long that
+        lasts (what one is owed, the others owe together).
+        """
+        keys, types, ideal, dev = self._pending
+        new_dev = dev + ideal - charged
+        if len(keys):
+            new_dev -= new_dev.mean(axis=0, keepdims=True)
         self.dev = {key: {t: float(new_dev[i, j]) for j, t in enumerate(types)}
                     for i, key in enumerate(keys)}
-        return real
