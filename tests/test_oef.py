@@ -552,3 +552,26 @@ def test_known_limit_deflation_pays_in_non_cooperative_mode() -> None:
     lied = solve_oef(problem([[1, 2], [1, 4]]), NONCOOP).x
     assert truth[1] @ honest[1] == pytest.approx(15 / 7)
     assert truth[1] @ lied[1] == pytest.approx(2.5)
+
+
+def test_a_tenant_charged_less_than_dealt_is_owed_and_sums_stay_zero() -> None:
+    """settle(charged): a tenant whose gang did not fit what it was dealt is charged only
+    what ran; it is owed the rest (its deviation rises against the others') and each type's
+    deviations still sum to 0, so nothing drifts however long it lasts."""
+    r = Rounder()
+    x = np.array([[1.0, 1.0], [1.0, 1.0]])   # a is dealt 1 + 1: its gang fits neither
+    ran, owed = 0, []
+    for _ in range(20):
+        real = r.round(["a", "b"], ["k80", "v100"], x, [2, 2], np.ones((2, 2), bool), [2, 1],
+                       settle=False)
+        fits = real[0].max() >= 2             # a's gang of 2 on one type only
+        charged = real.copy()
+        charged[0] = real[0] if fits else 0
+        ran += fits
+        r.settle(charged)
+        dev = np.array([[r.dev[k][t] for t in ("k80", "v100")] for k in ("a", "b")])
+        np.testing.assert_allclose(dev.sum(axis=0), 0.0, atol=1e-9)
+        assert np.abs(dev).max() < 4
+        if not fits and real[0].sum():
+            owed.append(dev[0].sum())
+    assert ran >= 4 and owed and min(owed) > 0
