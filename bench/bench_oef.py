@@ -19,7 +19,8 @@ it is registered), LP solve times, and per-round times.
   solves, and a later round that re-uses the solution).
 
 Times are wall and CPU (``time.process_time``) seconds: the machine is shared, so wall
-times are inflated and CPU time is the steadier figure.
+times are inflated and CPU time is the steadier figure. In the simulation tables "policy s"
+is the wall time spent in ``schedule`` and "wall s" the whole simulation's.
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ def table(results: dict[str, dict[str, float]], steady: bool) -> str:
         header.insert(3, "OEF LP estimate")
     else:
         header[1:1] = ["jobs", "avg JCT (h)", "vs max_min", "makespan (h)", "util."]
-    header += ["policy CPU s", "wall s"]
+    header += ["policy s", "wall s"]
     rows = [header]
     for variant, r in results.items():
         gain = f"{r['actual'] / base['actual'] - 1:+.1%}" if base else "-"
