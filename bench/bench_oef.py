@@ -69,6 +69,7 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "oef coop": ("oef", {"mode": "cooperative"}),
     "oef non-coop": ("oef", {"mode": "non_cooperative"}),
     "oef coop capped": ("oef", {"mode": "cooperative", "demand_cap": True}),
+    "oef coop fifo-in-tenant": ("oef", {"mode": "cooperative", "job_order": "arrival"}),
     "gandiva_fair": ("gandiva_fair", {}),
 }
 

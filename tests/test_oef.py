@@ -458,6 +458,9 @@ def test_between_oef_rounds_the_plan_holds() -> None:
                                          state=JobState.RUNNING), jobs[1]))
     assert [a.job_id for a in policy.schedule(state, 120.0).assignments] == ["a1"]
     assert [a.job_id for a in policy.schedule(state, 300.0).assignments] == ["a2"]
+    fifo = oef(round_s=300.0, job_order="arrival")
+    fifo.schedule(replace(state, jobs=jobs), 0.0)
+    assert [a.job_id for a in fifo.schedule(state, 300.0).assignments] == ["a1"]
 
 
 def test_backfill_uses_what_a_share_leaves_idle() -> None:
@@ -490,7 +493,8 @@ def test_registered_and_options_checked() -> None:
     assert isinstance(create_policy("oef"), OefPolicy)
     for bad, word in (({"mode": "friendly"}, "mode"), ({"round_s": 0}, "round_s"),
                       ({"weights": {"u": 0.0}}, "weights"), ({"weights": {"u": -1}}, "weights"),
-                      ({"demand_cap": "yes"}, "demand_cap")):
+                      ({"demand_cap": "yes"}, "demand_cap"),
+                      ({"job_order": "random"}, "job_order")):
         with pytest.raises(InputError, match=word):
             oef(**bad)
 

@@ -22,7 +22,7 @@ Each call:
 
 Options (``[policies.oef]``): ``mode`` (cooperative | non_cooperative), ``round_s``,
 ``weights`` (tenant → weight, over the snapshot's tenant weights), ``demand_cap``,
-``fast_path``, ``backfill``.
+``fast_path``, ``backfill``, ``job_order``.
 """
 
 from __future__ import annotations
@@ -74,6 +74,10 @@ class OefOptions:
                               "speedups are ratio-ordered (same optimum; spec §3.8)")
     backfill: bool = setting(True, "GPUs a share leaves unused go to other tenants' waiting "
                              "jobs for the round (not charged to their deviation)")
+    job_order: str = setting("starvation", "order of a tenant's jobs on its GPUs: starvation "
+                             "(longest-starved first, round robin: the paper) or arrival "
+                             "(first come first served within the tenant)",
+                             choices=("starvation", "arrival"))
 
     def __post_init__(self) -> None:
         for tenant, weight in self.weights.items():
@@ -293,8 +297,10 @@ class OefPolicy(PolicyBase):
     def _starvation_order(self, jobs: Sequence[Job], now: float, running_first: bool,
                           held: Mapping[str, str]) -> list[Job]:
         """Longest-starved first: since it last ran, or since it arrived (paper §6.1.3)."""
+        fifo = self.options.job_order == "arrival"
+
         def key(job: Job) -> tuple[bool, float, float, str]:
-            waited = now - self._last_ran.get(job.id, job.arrival_s)
+            waited = 0.0 if fifo else now - self._last_ran.get(job.id, job.arrival_s)
             return (not (running_first and job.id in held), -waited, job.arrival_s, job.id)
         return sorted(jobs, key=key)
 
