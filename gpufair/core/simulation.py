@@ -20,7 +20,7 @@ from gpufair.adapters.simulator.throughputs import load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
 from gpufair.core.config import DEFAULT_ROUND_S, load_config
 from gpufair.core.round import Round
-from gpufair.metrics import Metrics
+from gpufair.metrics import JobOutcome, Metrics
 from gpufair.policy.registry import create_policy, resolve_policy
 
 DEMO_TRACE = "demo_60jobs_16gpus.trace"
@@ -66,6 +66,9 @@ class SimulationReport:
     trace_jobs: int = 0
     #: wall seconds of each policy decision (one per round or event the policy saw)
     decision_s: list[float] = field(default_factory=list)
+    #: per-job outcomes of the finished jobs, for analyses the summary metrics cannot answer
+    #: (which job set the worst ρ, leaving out the failure path); not part of ``as_dict``
+    outcomes: list[JobOutcome] = field(default_factory=list, repr=False)
 
     def decision_percentile(self, q: float) -> float:
         """The q-th percentile of the decision times (NaN before any decision)."""
@@ -137,7 +140,7 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None,
         rounds=sim.rounds, decisions=rounds.decisions, num_gpus=sim.num_gpus,
         busy_gpu_s=sim.busy_gpu_s, dropped=list(sim.dropped),
         trace=str(spec.trace or f"(bundled) {DEMO_TRACE}"), partial=not finished,
-        trace_jobs=len(sim.jobs), decision_s=decisions)
+        trace_jobs=len(sim.jobs), decision_s=decisions, outcomes=sim.outcomes())
 
 
 def run_to_end(sim: TraceSimulator, rounds: Round,
