@@ -27,12 +27,13 @@ from gpufair.profiler.parsers.paddle import PaddleParser
 from gpufair.profiler.parsers.pytorch import PyTorchParser
 from gpufair.profiler.parsers.reporter_jsonl import ReporterParser
 from gpufair.profiler.parsers.tensorflow import TensorFlowParser
+from gpufair.profiler.parsers.timm import TimmParser
 
 FAMILIES: tuple[type[Parser], ...] = (
     ReporterParser, MegatronParser, DeepSpeedParser, HfTrainerParser, LightningParser,
     KerasParser, TensorFlowParser, Detectron2Parser, MaskRcnnBenchmarkParser, MmcvParser,
     FairseqParser, LitGptParser, PaddleParser, NiftyNetParser, NemoParser, JaxParser,
-    MxnetParser, PyTorchParser, MetersParser,
+    MxnetParser, TimmParser, PyTorchParser, MetersParser,
 )
 BY_NAME: dict[str, type[Parser]] = {p.family: p for p in FAMILIES}
 
