@@ -84,3 +84,31 @@ def test_scattered_slow_rates_are_no_shift(tmp_path: Path) -> None:
     rep = profile_file(str(write(tmp_path, lines)))
     kept = rates[1:]  # the first is warm-up
     assert rep.samples_per_s == pytest.approx(len(kept) / sum(1 / r for r in kept))
+
+
+ACC_HEADER = [
+    "03/06/2024 17:32:14 - INFO - __main__ - ***** Running training *****",
+    "03/06/2024 17:32:14 - INFO - __main__ -   Instantaneous batch size per device = 8",
+    "03/06/2024 17:32:14 - INFO - __main__ -   Total train batch size (w. parallel, "
+    "distributed & accumulation) = 256",
+    "03/06/2024 17:32:14 - INFO - __main__ -   Total optimization steps = 100",
+]
+
+
+def bar(n: int, rate: str, loss: float) -> str:
+    return (f"Steps: {n:3d}%|#         | {n}/100 [00:{n:02d}<01:00, {rate}, lr=1e-5, "
+            f"step_loss={loss}]")
+
+
+def test_accelerate_reads_the_header_batch_and_not_the_redraws(tmp_path: Path) -> None:
+    lines = [*ACC_HEADER, "Steps:   0%|          | 0/100 [00:00<?, ?it/s]"]
+    for n in range(1, 9):
+        for micro in range(4):  # diffusers redraws the bar for each accumulated micro-batch
+            lines.append(bar(n, "2.00s/it" if n > 1 else "9.00s/it", 0.1 + 0.01 * micro))
+    rep = profile_file(str(write(tmp_path, lines)))
+    assert rep.family == "accelerate"
+    assert (rep.restarts, rep.duplicates) == (0, 0)
+    assert rep.iterations_done == 8 and rep.iterations_total == 100
+    assert rep.batch_size == 256
+    assert rep.iter_time_s == pytest.approx(2.0)
+    assert rep.samples_per_s == pytest.approx(128.0)

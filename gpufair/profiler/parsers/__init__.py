@@ -7,6 +7,7 @@ lines, and Megatron's carry more (iteration time *and* global batch size); the g
 
 from __future__ import annotations
 
+from gpufair.profiler.parsers.accelerate import AccelerateParser
 from gpufair.profiler.parsers.base import Parser
 from gpufair.profiler.parsers.deepspeed import DeepSpeedParser
 from gpufair.profiler.parsers.detectron2 import Detectron2Parser
@@ -30,7 +31,8 @@ from gpufair.profiler.parsers.tensorflow import TensorFlowParser
 from gpufair.profiler.parsers.timm import TimmParser
 
 FAMILIES: tuple[type[Parser], ...] = (
-    ReporterParser, MegatronParser, DeepSpeedParser, HfTrainerParser, LightningParser,
+    ReporterParser, MegatronParser, DeepSpeedParser, HfTrainerParser, AccelerateParser,
+    LightningParser,
     KerasParser, TensorFlowParser, Detectron2Parser, MaskRcnnBenchmarkParser, MmcvParser,
     FairseqParser, LitGptParser, PaddleParser, NiftyNetParser, NemoParser, JaxParser,
     MxnetParser, TimmParser, PyTorchParser, MetersParser,
