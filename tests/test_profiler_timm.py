@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from gpufair.profiler import profile_file
-from gpufair.profiler.parsers import detect
+from gpufair.profiler import extract, profile_file
+from gpufair.profiler.events import Samples
+from gpufair.profiler.extract import Extractor
+from gpufair.profiler.parsers import FAMILIES, detect
+from gpufair.profiler.stream import LogStream
 
 TRAIN = ("Train: {e} [{i:4d}/{n} ({p:3.0f}%)]  Loss:  6.9 (6.95)  Time: {t:.3f}s, {r:7.2f}/s  "
          "({a:.3f}s, {ra:7.2f}/s)  LR: 1.000e-03  Data: 0.010 (0.020)")
@@ -112,3 +116,55 @@ def test_accelerate_reads_the_header_batch_and_not_the_redraws(tmp_path: Path) -
     assert rep.batch_size == 256
     assert rep.iter_time_s == pytest.approx(2.0)
     assert rep.samples_per_s == pytest.approx(128.0)
+
+
+REAL = Path(__file__).parent / "data" / "real_logs"
+NEW_REAL = sorted(p for family in ("timm", "accelerate", "horovod", "nemo")
+                  for p in (REAL / family).glob("*.log"))
+
+
+def _samples(data: bytes, chunks: int) -> Samples:
+    """The log's samples fed to one stream in ``chunks`` pieces cut at line ends."""
+    lines = data.splitlines(keepends=True)
+    cut = max(1, len(lines) // chunks)
+    stream = LogStream()
+    parts = [stream.feed(b"".join(lines[i:i + cut])) for i in range(0, len(lines), cut)]
+    return Samples.concat(parts)
+
+
+@pytest.mark.parametrize("path", NEW_REAL, ids=lambda p: p.name)
+def test_a_log_read_in_pieces_reads_as_a_whole(path: Path) -> None:
+    # the context a family carries between chunks (a header's batch size, a bar's last
+    # step) must make a tailer's rounds read what one read of the file does
+    data = path.read_bytes()
+    whole, pieces = _samples(data, 1), _samples(data, 7)
+    assert len(whole) == len(pieces) > 0
+    for name in ("step", "iter_time_s", "samples_per_s", "batch_size", "eval", "line"):
+        assert np.array_equal(getattr(whole, name), getattr(pieces, name), equal_nan=True), name
+
+
+@pytest.mark.parametrize("path", NEW_REAL, ids=lambda p: p.name)
+def test_templates_equal_line_by_line_on_the_new_real_logs(path: Path, monkeypatch) -> None:
+    data = path.read_bytes()
+    fast = _samples(data, 1)
+    monkeypatch.setattr(Extractor, "_template", lambda self, line, tokens: (
+        None if self._captures(line) is None else extract._PER_LINE))
+    for family in FAMILIES:
+        family.extractor._cache.clear()
+    slow = _samples(data, 1)
+    for family in FAMILIES:
+        family.extractor._cache.clear()
+    for name in ("step", "iter_time_s", "samples_per_s", "batch_size", "loss", "eval"):
+        assert np.array_equal(getattr(fast, name), getattr(slow, name), equal_nan=True), name
+
+
+def test_accelerate_redraws_across_chunk_ends() -> None:
+    lines = [*ACC_HEADER] + [bar(n, "2.00s/it", 0.1 + 0.01 * m) for n in range(1, 7)
+                             for m in range(4)]
+    data = ("\n".join(lines) + "\n").encode()
+    whole = _samples(data, 1)
+    assert whole.step.tolist() == [2, 3, 4, 5, 6]  # the first bar of a log counts as a redraw
+    for chunks in (3, 5, 9):
+        pieces = _samples(data, chunks)
+        assert pieces.step.tolist() == whole.step.tolist(), chunks
+        assert np.array_equal(pieces.batch_size, whole.batch_size), chunks

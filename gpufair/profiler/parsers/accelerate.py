@@ -53,7 +53,8 @@ class AccelerateParser(Parser):
         done = f.num("n")
         rows = np.flatnonzero(bar)
         redrawn = np.zeros(f.n, dtype=bool)  # the same step drawn again: not a step
-        redrawn[rows] = f.previous(rows, done, "n") == done[rows]
+        if len(rows):  # (a chunk of header lines only: no bar to compare)
+            redrawn[rows] = f.previous(rows, done, "n") == done[rows]
         drawn = bar & (done != 0) & ~redrawn  # (drawn before the first step: no rate yet)
         samples = Samples.build(
             f.n, step=done, total_steps=np.where(bar, f.num("total"), total),
