@@ -268,17 +268,19 @@ class YarnAdapter:
             target = f"{s.parent_queue}.{tenant}"
             reply = self.client.put(f"/apps/{action.job_id}/queue", {"queue": target})
             done.append(f"moved to {reply.data.get('queue', target)}")
+        # the priority first: once the queue grows, the RM may place at its next heartbeat,
+        # and it must then pick this app, not an older one of the same queue
+        if s.allow_priority:
+            try:
+                done.append(self._priority(action.job_id, s.started_priority))
+            except RMError as exc:   # a FairScheduler RM: the quota alone must do
+                log.warning("app %s: priority not set: %s", action.job_id, exc)
         self._granted[action.job_id] = (tenant, len(action.gpu_ids), self.clock())
         if s.enforce == "capacity":
             done.append(self._enforce())
         elif self.mode == "hard":
             log.info("yarn: enforce = none: start of %s only raises its priority",
                      action.job_id)
-        if s.allow_priority:
-            try:
-                done.append(self._priority(action.job_id, s.started_priority))
-            except RMError as exc:   # a FairScheduler RM: the quota alone must do
-                log.warning("app %s: priority not set: %s", action.job_id, exc)
         if s.lease_s > 0:
             expiry = datetime.fromtimestamp(self.clock() + s.lease_s, tz=timezone.utc)
             text = expiry.strftime("%Y-%m-%dT%H:%M:%S.") + f"{expiry.microsecond // 1000:03d}" \

@@ -141,6 +141,8 @@ class RMClient:
             except requests.RequestException as exc:
                 log.info("RM %s not reachable: %s", url, exc)
                 continue
+            if response.status_code in (401, 403):   # it answers, but not to us
+                raise rm_error(response.status_code, response.text, f"GET {url}{BASE}/info")
             if response.status_code != 200:
                 continue
             try:
@@ -201,11 +203,13 @@ class RMClient:
                 location = response.headers.get("Location")
                 target = _origin(location) if location else None
                 known = next((u for u in self.urls if _origin(u) == target), None)
+                if known is not None and known != self.active:
+                    self.failovers += 1
+                    log.warning("ResourceManager failover: %s redirects to %s", self.active,
+                                known)
                 self.active = known      # a known RM: use it; otherwise discover again
                 last = f"standby RM redirected to {location}" if location else \
                     f"standby RM knows no active RM: {text.strip()[:120]}"
-                if known is not None and attempt + 1 < self.retries:
-                    continue
                 continue
             if status in (502, 503, 504):
                 self.active = None
