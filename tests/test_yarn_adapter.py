@@ -256,3 +256,28 @@ def test_failover_in_the_middle_of_a_round_loses_nothing(tmp_path) -> None:
     finally:
         rm1.close()
         rm2.close()
+
+
+def test_auth_options_are_checked(tmp_path) -> None:
+    token = tmp_path / "token"
+    token.write_text("MgASY2xpZW50\n")
+    client = adapter_for(_Url("http://127.0.0.1:9"), auth="token",
+                         token_file=str(token)).client
+    assert client.session.headers["X-Hadoop-Delegation-Token"] == "MgASY2xpZW50"
+    with pytest.raises(InputError, match="cannot read token"):
+        adapter_for(_Url("http://127.0.0.1:9"), auth="token",
+                    token_file=str(tmp_path / "missing"))
+    try:
+        import requests_gssapi  # noqa: F401
+    except ImportError:
+        with pytest.raises(InputError, match="requests-gssapi"):
+            adapter_for(_Url("http://127.0.0.1:9"), auth="kerberos")
+    with pytest.raises(InputError, match="expected http"):
+        adapter_for(_Url("rm:8088"))
+
+
+class _Url:
+    """A stand-in server: only its URL is used."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url

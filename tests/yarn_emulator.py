@@ -262,8 +262,10 @@ class Cluster:
     def gpu_limit(self, leaf: str) -> int:
         path = self.find_queue(leaf)
         assert path is not None
+        # the RM compares usage with the limit as fractions: no rounding in the queue's
+        # favour (the 1e-9 only absorbs float multiplication error)
         return math.floor(self.absolute(path, "max_capacity") * self.total_gpus() / 100.0
-                          + 1e-6)
+                          + 1e-9)
 
     # ---- the scheduler --------------------------------------------------------------------
     def tick(self) -> None:

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import ROUND_FLOOR, Decimal
+from decimal import ROUND_CEILING, Decimal
 
 from gpufair.errors import InputError
 
-_STEP = Decimal("0.0001")
+_STEP = Decimal("0.000001")
+#: CapacityScheduler's tolerance on the sum of siblings' capacities (ParentQueue PRECISION,
+#: 0.0005 of the parent), in percent
+_SUM_TOLERANCE = Decimal("0.05")
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,11 @@ def capacities(shares: Mapping[str, int], total_gpus: int, layout: QueueLayout
                ) -> dict[str, str]:
     """Queue path → capacity percent (as the text sent to the RM), rest queue included.
 
-    Percentages are rounded *down* to 1e-4 so a tenant never gets a fraction of a GPU more
-    than its share; the rest queue absorbs the remainder, so the siblings sum to exactly 100.
+    Percentages are rounded *up* to 1e-6: the RM compares a queue's usage with its limit as
+    fractions, so 1 GPU of 3 needs 33.333334 %, not 33.3333 % (which lets no whole GPU in);
+    the excess is below one GPU for any cluster under 10**6 GPUs, so N+1 never fits. The rest
+    queue takes what is left; when the tenants have every GPU the excess is within the RM's
+    own tolerance on the sum (0.05 %), and the rest queue gets 0.
     """
     if total_gpus <= 0:
         raise InputError("yarn", "no GPUs in the cluster: no share can be enforced")
@@ -52,13 +58,13 @@ def capacities(shares: Mapping[str, int], total_gpus: int, layout: QueueLayout
         count = shares[tenant]
         if count < 0:
             raise InputError("yarn", "negative share", field=tenant, value=count)
-        pct = (Decimal(100) * count / total_gpus * scale).quantize(_STEP, ROUND_FLOOR)
+        pct = (Decimal(100) * count / total_gpus * scale).quantize(_STEP, ROUND_CEILING)
         out[layout.path(tenant)] = _text(pct)
         used += pct
-    if used > 100:
+    if used > 100 + _SUM_TOLERANCE:
         raise InputError("yarn", f"the shares need {used}% of parent {layout.parent}: it has "
                          f"only {layout.parent_share:g}% of the cluster")
-    out[layout.rest] = _text(Decimal(100) - used)
+    out[layout.rest] = _text(max(Decimal(0), Decimal(100) - used))
     return out
 
 
