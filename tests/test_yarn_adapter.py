@@ -281,3 +281,25 @@ class _Url:
 
     def __init__(self, url: str) -> None:
         self.url = url
+
+
+@pytest.mark.parametrize(("extra", "scheduler", "message"), [
+    ({"managed_queues": ["a", "nope"]}, "capacity", "root.nope: not leaf queues under root"),
+    ({"rest_queue": "root.a.x", "parent_queue": "root.a"}, "capacity",
+     "parent_queue root.a is not a parent queue"),
+    ({}, "fair", "this RM runs the fairScheduler"),
+])
+def test_wrong_queue_layout_or_scheduler_is_refused_before_any_write(extra, scheduler,
+                                                                      message) -> None:
+    cluster = gpu_cluster(scheduler=scheduler)
+    server = RMServer(cluster)
+    try:
+        cluster.queues["root.a"].max_capacity = 0.0
+        app = cluster.submit("alice", "a", 1)
+        adapter = adapter_for(server, **extra)
+        adapter.snapshot()
+        result = adapter.apply_one(Start(app, ("gpu01:0",)))
+        assert not result.ok and message in result.detail, result.detail
+        assert cluster.conf_log == []
+    finally:
+        server.close()

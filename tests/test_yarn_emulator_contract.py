@@ -221,3 +221,19 @@ def test_scheduler_conf_validation_and_mutation(rm) -> None:
     refused = requests.get(url, timeout=5)
     assert refused.status_code == 400 and "not an instance of MutableConfScheduler" in \
         refused.text
+
+
+def test_fair_scheduler_like_the_published_one() -> None:
+    cluster = Cluster([EmuNode("gpu01", 4)], {"root.default": (50, 100),
+                                              "root.sample_queue": (50, 100),
+                                              "root.sample_queue.sub": (100, 100)},
+                      scheduler="fair")
+    server = RMServer(cluster)
+    try:
+        app = cluster.submit("alice", "sub", 1)
+        published = real("hadoop-3.4/scheduler_fair.json")
+        assert same_shape(published, get(server, "/scheduler"),
+                          skip=frozenset({"resourceInformations"})) == []
+        assert get(server, f"/apps/{app}")["app"]["queue"] == "root.sample_queue.sub"
+    finally:
+        server.close()

@@ -237,3 +237,17 @@ def test_a_broken_record_is_a_problem_not_a_crash() -> None:
     assert [n.name for n in view.state.nodes] == ["g"]
     assert any("duplicate node" in p for p in view.problems)
     assert [j.id for j in view.state.jobs] == ["application_1_0002"]   # "x" asks: 0 GPUs
+
+
+def test_queue_trees_of_the_published_schedulers() -> None:
+    from gpufair.adapters.yarn.queues import queue_tree
+    cs = queue_tree(read("hadoop-3.4/scheduler_capacity_trimmed.json"))
+    assert cs.scheduler == "capacityScheduler"
+    assert {p: (q.absolute_capacity, q.children) for p, q in cs.queues.items()} == {
+        "root": (100.0, ("root.a",)), "root.a": (12.5, ())}
+    fs = queue_tree(read("hadoop-3.4/scheduler_fair.json"))
+    assert fs.scheduler == "fairScheduler"
+    assert fs.queues["root"].children == ("root.default", "root.sample_queue")
+    assert fs.queues["root.sample_queue"].children == ("root.sample_queue.sample_sub_queue",)
+    assert fs.queues["root.sample_queue.sample_sub_queue"].leaf
+    assert queue_tree(read("hadoop-3.4/scheduler_fifo.json")).queues == {}

@@ -505,7 +505,8 @@ class Cluster:
         expiry = "UNLIMITED" if app.expiry_ms is None else _iso(app.expiry_ms)
         remaining = -1 if app.expiry_ms is None else max(0, (app.expiry_ms - now_ms) // 1000)
         out: dict[str, Any] = {
-            "id": app.id, "user": app.user, "name": app.name, "queue": app.queue,
+            "id": app.id, "user": app.user, "name": app.name,
+            "queue": self.find_queue(app.queue) if self.scheduler == "fair" else app.queue,
             "state": state, "finalStatus": app.final_status,
             "progress": 100.0 if final else (10.0 if app.state == "RUNNING" else 0.0),
             "trackingUI": "History" if final else ("ApplicationMaster"
@@ -636,7 +637,44 @@ class Cluster:
                         "defaultApplicationLifetime": -1})
         return out
 
+    def fair_queue_json(self, path: str) -> dict:
+        """A FairScheduler queue (§4.3): full-path names, ``childQueues`` omitted on leaves."""
+        q = self.queues[path]
+        mem = sum(n.memory_mb for n in self.nodes.values() if n.state == "RUNNING")
+        vc = sum(n.vcores for n in self.nodes.values() if n.state == "RUNNING")
+        leaves = [self.queues[p].name for p in self.queues
+                  if (p == path or p.startswith(path + ".")) and not self.queues[p].children]
+        apps = [a for a in self.apps.values() if a.queue in leaves and a.state not in FINAL]
+        used = resource(sum(c.memory_mb for a in apps for c in a.placed),
+                        sum(c.vcores for a in apps for c in a.placed),
+                        sum(a.held_gpus for a in apps))
+        share = self.absolute(path, "capacity") / 100.0
+        out: dict[str, Any] = {
+            "allocatedContainers": sum(len(a.placed) for a in apps),
+            "clusterResources": resource(mem, vc, self.total_gpus()),
+            "demandResources": resource(0, 0, sum(a.outstanding * a.gpus_per_container
+                                                  for a in apps)),
+            "fairResources": resource(int(mem * share), int(vc * share),
+                                      int(self.total_gpus() * share)),
+            "maxApps": 2147483647, "maxResources": resource(mem, vc, self.total_gpus()),
+            "minResources": resource(0, 0, 0),
+            "pendingContainers": sum(a.outstanding for a in apps), "preemptable": True,
+            "queueName": path, "reservedContainers": 0, "schedulingPolicy": "fair",
+            "steadyFairResources": resource(int(mem * share), int(vc * share),
+                                            int(self.total_gpus() * share)),
+            "usedResources": used}
+        if q.children:
+            out["childQueues"] = {"queue": [self.fair_queue_json(c) for c in q.children]}
+        else:
+            out["type"] = "fairSchedulerLeafQueueInfo"
+            out["numActiveApps"] = sum(1 for a in apps if a.state == "RUNNING")
+            out["numPendingApps"] = sum(1 for a in apps if a.state == "ACCEPTED")
+        return out
+
     def scheduler_json(self) -> dict:
+        if self.scheduler == "fair":
+            return {"scheduler": {"schedulerInfo": {"rootQueue": self.fair_queue_json("root"),
+                                                    "type": "fairScheduler"}}}
         root = self.queue_json("root")
         root.pop("queuePath", None)
         info = {"type": "capacityScheduler", **root, "queuePath": "root"}

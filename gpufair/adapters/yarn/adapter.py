@@ -33,6 +33,7 @@ from gpufair.adapters.base import Effect
 from gpufair.adapters.yarn.client import BASE, RMClient, RMError, RMUnavailable
 from gpufair.adapters.yarn.decode import as_int, as_list, items
 from gpufair.adapters.yarn.enforce import QueueLayout, capacities, mutation
+from gpufair.adapters.yarn.queues import queue_tree
 from gpufair.adapters.yarn.translate import ACTIVE_STATES, YarnView, leaf, translate
 from gpufair.errors import InputError
 from gpufair.model import (
@@ -127,7 +128,7 @@ class YarnAdapter:
     _granted: dict[str, tuple[str, int, float]] = field(default_factory=dict)
     _killed: set[str] = field(default_factory=set)
     _written: dict[str, str] | None = None
-    _mutable: bool | None = None
+    _parent_pct: float | None = None
 
     @classmethod
     def from_settings(cls, settings: YarnSettings, *, mode: str = "hard",
@@ -338,10 +339,10 @@ class YarnAdapter:
 
     def _enforce(self) -> str:
         assert self.last_view is not None
-        self._check_mutable()
+        parent_pct = self._preflight()
         total = sum(n.gpus for n in self.last_view.state.nodes)
         layout = QueueLayout(self.settings.parent_queue, str(self.settings.rest_queue),
-                             self._parent_share())
+                             parent_pct)
         caps = capacities(self.shares(), total, layout)
         if caps == self._written:
             return "queue capacities unchanged"
@@ -359,9 +360,33 @@ class YarnAdapter:
         self._written = caps
         return "capacities " + ", ".join(f"{leaf(q)}={v}%" for q, v in sorted(caps.items()))
 
-    def _check_mutable(self) -> None:
-        if self._mutable:
-            return
+    def _preflight(self) -> float:
+        """Whether this RM lets queue capacities carry the shares, checked once before the
+        first write; returns the parent queue's share of the cluster (percent).
+
+        Clear refusals: not a CapacityScheduler (FairScheduler has no mutation API), a
+        managed or rest queue that is not a leaf under ``parent_queue``, a configuration
+        store that is not mutable, a user that is not a YARN admin."""
+        if self._parent_pct is not None:
+            return self._parent_pct
+        s = self.settings
+        tree = queue_tree(self.client.get("/scheduler"))
+        if tree.scheduler != "capacityScheduler":
+            raise NotExpressible(f"enforce = capacity needs the CapacityScheduler; this RM runs"
+                                 f" the {tree.scheduler or 'unknown scheduler'} (FairScheduler"
+                                 " has no scheduler-conf mutation API)")
+        parent = tree.queues.get(s.parent_queue)
+        if parent is None or parent.leaf:
+            raise NotExpressible(f"parent_queue {s.parent_queue} is not a parent queue of this"
+                                 f" RM (queues: {', '.join(sorted(tree.queues))})")
+        wanted = [f"{s.parent_queue}.{leaf(q)}" for q in s.managed_queues] + \
+            [str(s.rest_queue)]
+        missing = [q for q in wanted if q not in parent.children or not tree.queues[q].leaf]
+        if missing:
+            raise NotExpressible(f"{', '.join(missing)}: not leaf queues under"
+                                 f" {s.parent_queue} (its children: "
+                                 f"{', '.join(parent.children) or 'none'}); every managed"
+                                 " queue and rest_queue must be one")
         try:
             self.client.get("/scheduler-conf")
         except RMError as exc:
@@ -374,27 +399,8 @@ class YarnAdapter:
                 raise NotExpressible("scheduler-conf needs a YARN admin (yarn.admin.acl);"
                                      f" the RM answered: {exc.message}") from exc
             raise
-        self._mutable = True
-
-    def _parent_share(self) -> float:
-        parent = self.settings.parent_queue
-        if parent == "root":
-            return 100.0
-        doc = self.client.get("/scheduler")
-        info = doc.get("scheduler", {}).get("schedulerInfo", {}) \
-            if isinstance(doc, Mapping) else {}
-        stack = [info]
-        while stack:
-            queue = stack.pop()
-            if not isinstance(queue, Mapping):
-                continue
-            path = queue.get("queuePath") or queue.get("queueName")
-            if path in (parent, leaf(parent)):
-                return float(queue.get("absoluteCapacity", 0.0))
-            children = queue.get("queues")
-            if isinstance(children, Mapping):
-                stack += as_list(children.get("queue"))
-        raise NotExpressible(f"parent queue {parent} not in the RM's scheduler tree")
+        self._parent_pct = parent.absolute_capacity
+        return self._parent_pct
 
     # ---- idempotence ----------------------------------------------------------------------
     def check(self, action: Action) -> Effect:
