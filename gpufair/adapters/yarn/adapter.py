@@ -129,6 +129,7 @@ class YarnAdapter:
     _killed: set[str] = field(default_factory=set)
     _written: dict[str, str] | None = None
     _parent_pct: float | None = None
+    _attempts: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: YarnSettings, *, mode: str = "hard",
@@ -161,23 +162,41 @@ class YarnAdapter:
                 continue
             app_id = str(raw.get("id"))
             containers[app_id] = self._containers(app_id)
+        self._attempts = {k: v for k, v in self._attempts.items() if k in containers}
         return nodes, apps, containers
 
     def _containers(self, app_id: str) -> list[Any]:
+        """The live containers of a running app's current attempt. The attempt id is kept
+        from one snapshot to the next (it changes only when the AM restarts, and then the
+        old attempt's containers are gone: a 404 or an empty list sends us to look again),
+        so a running app costs one request per snapshot, not two."""
+        attempt = self._attempts.get(app_id)
+        if attempt is not None:
+            found = self._attempt_containers(app_id, attempt)
+            if found:
+                return found
+        attempt = self._current_attempt(app_id)
+        if attempt is None:
+            return []
+        self._attempts[app_id] = attempt
+        return self._attempt_containers(app_id, attempt)
+
+    def _current_attempt(self, app_id: str) -> str | None:
         try:
             attempts = self.client.get(f"/apps/{app_id}/appattempts")
         except RMError as exc:
             if exc.status == 404:     # finished between the two reads
-                return []
+                return None
             raise
         wrapper = attempts.get("appAttempts") if isinstance(attempts, Mapping) else None
-        listed = as_list(wrapper.get("appAttempt")) if isinstance(wrapper, Mapping) else []
+        listed = [a for a in as_list(wrapper.get("appAttempt"))
+                  if isinstance(a, Mapping)] if isinstance(wrapper, Mapping) else []
         if not listed:
-            return []
-        last = max(listed, key=lambda a: as_int(a.get("id")) if isinstance(a, Mapping) else 0)
-        attempt = last.get("appAttemptId") if isinstance(last, Mapping) else None
-        if not attempt:
-            return []
+            return None
+        last = max(listed, key=lambda a: as_int(a.get("id")))
+        return str(last["appAttemptId"]) if last.get("appAttemptId") else None
+
+    def _attempt_containers(self, app_id: str, attempt: str) -> list[Any]:
         try:
             doc = self.client.get(f"/apps/{app_id}/appattempts/{attempt}/containers")
         except RMError as exc:
