@@ -1,6 +1,7 @@
 """What one YARN snapshot and one daemon round cost the adapter, against the emulator run in
-a separate process (so the CPU column is gpufair's alone): requests per snapshot (one for
-nodes, one for apps, two per running app for its containers), wall and CPU seconds.
+a separate process (so the CPU column is gpufair's alone): requests per snapshot (nodes,
+apps, and per running app its containers; the first snapshot also looks up each running
+app's attempt, the next ones reuse it), wall and CPU seconds.
 
     python bench/bench_yarn.py [--apps 16 64 256] [--policy fifo]
 
@@ -42,8 +43,8 @@ def main() -> int:
     from gpufair.plugin.service import build_daemon
     from gpufair.plugin.store import Store
     from tests.yarn_setup import yarn_config
-    print("| apps | running | requests/snapshot | snapshot wall s | snapshot CPU s "
-          "| round wall s | round CPU s | actions |")
+    print("| apps | running | requests (first / next snapshot) | snapshot wall s (first / "
+          "next) | snapshot CPU s (first / next) | round wall s | round CPU s | actions |")
     print("|---|---|---|---|---|---|---|---|")
     for apps in args.apps:
         queue: multiprocessing.Queue = multiprocessing.Queue()
@@ -63,13 +64,20 @@ def main() -> int:
             state = adapter.snapshot()
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             requests = adapter.client.requests - before
+            before = adapter.client.requests
+            warm_wall, warm_cpu = time.perf_counter(), time.process_time()
+            adapter.snapshot()
+            warm_wall = time.perf_counter() - warm_wall
+            warm_cpu = time.process_time() - warm_cpu
+            warm = adapter.client.requests - before
             store = Store(config.store.path)
             daemon = build_daemon(config, adapter, store)
             rwall, rcpu = time.perf_counter(), time.process_time()
             daemon.run_round()
             rwall, rcpu = time.perf_counter() - rwall, time.process_time() - rcpu
             running = sum(1 for j in state.jobs if j.gpus_held)
-            print(f"| {apps} | {running} | {requests} | {wall:.3f} | {cpu:.3f} | "
+            print(f"| {apps} | {running} | {requests} / {warm} | {wall:.3f} / {warm_wall:.3f} | "
+                  f"{cpu:.3f} / {warm_cpu:.3f} | "
                   f"{rwall:.3f} | {rcpu:.3f} | {len(daemon.last.actions)} |")
             store.close()
         child.terminate()
