@@ -303,3 +303,61 @@ def test_wrong_queue_layout_or_scheduler_is_refused_before_any_write(extra, sche
         assert cluster.conf_log == []
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("body", ['<html>Service Unavailable</html>', '{"nodes": [1, 2]}',
+                                  '{"unexpected": {}}', "[" * 100000])
+def test_malformed_replies_make_the_rm_unavailable_not_a_crash(rm, body) -> None:
+    cluster, server = rm
+    cluster.submit("alice", "a", 1)
+    adapter = adapter_for(server, retries=1)
+    cluster.inject("/nodes", "body", body=body)
+    with pytest.raises(Unavailable):
+        adapter.snapshot()
+    assert len(adapter.snapshot().jobs) == 1          # and the next round reads again
+
+
+def test_simple_auth_across_a_failover() -> None:
+    """user.name goes with every request: the new active RM, which does not know the old
+    one's hadoop.auth cookie, authenticates it again."""
+    cluster = gpu_cluster(auth="simple")
+    rm1, rm2 = RMServer(cluster, "rm1"), RMServer(cluster, "rm2")
+    try:
+        app = cluster.submit("alice", "a", 8)
+        adapter = adapter_for(rm1, rm2, auth="simple", user="gpufair")
+        adapter.snapshot()
+        assert any(c.name == "hadoop.auth" for c in adapter.client.session.cookies)
+        cluster.failover("rm2")
+        assert adapter.apply_one(SetPriority(app, 3)).ok
+        assert adapter.client.active == rm2.url and cluster.apps[app].priority == 3
+    finally:
+        rm1.close()
+        rm2.close()
+
+
+def test_https_with_a_ca_bundle(tmp_path) -> None:
+    """The RM behind TLS (yarn.http.policy = HTTPS_ONLY): trusted through ca_bundle; an
+    untrusted certificate is no answer, never a silent downgrade."""
+    import shutil
+    import ssl
+    import subprocess
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl to make a certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    cluster = gpu_cluster()
+    server = RMServer(cluster)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+    server.httpd.socket = context.wrap_socket(server.httpd.socket, server_side=True)
+    server.url = server.url.replace("http://", "https://")
+    try:
+        cluster.submit("alice", "a", 1)
+        assert len(adapter_for(server, ca_bundle=str(cert)).snapshot().jobs) == 1
+        with pytest.raises(Unavailable):
+            adapter_for(server, retries=1).snapshot()
+    finally:
+        server.close()

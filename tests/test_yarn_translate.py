@@ -251,3 +251,13 @@ def test_queue_trees_of_the_published_schedulers() -> None:
     assert fs.queues["root.sample_queue"].children == ("root.sample_queue.sample_sub_queue",)
     assert fs.queues["root.sample_queue.sample_sub_queue"].leaf
     assert queue_tree(read("hadoop-3.4/scheduler_fifo.json")).queues == {}
+
+
+def test_an_app_id_that_is_not_one_is_skipped() -> None:
+    """App ids go into URL paths of writes: only ``application_<digits>_<digits>``."""
+    apps = {"apps": {"app": [{"id": "application_1_0001/../../scheduler-conf",
+                              "state": "ACCEPTED", "queue": "a",
+                              "resourceRequests": [{"numContainers": 1,
+                                                    "capability": _res(1, 1, 1)}]}]}}
+    view = translate({"nodes": None}, apps, {}, now=0.0)
+    assert view.state.jobs == () and "not an application id" in view.problems[0]

@@ -153,6 +153,7 @@ class Fault:
     to: str | None = None       # action "failover": the RM that becomes active
     then_to: str | None = None  # ... and the one active ``then_after_s`` later
     then_after_s: float = 0.0
+    body: str | None = None     # action "body": served with status 200 and this text
 
 
 class Cluster:
@@ -213,15 +214,16 @@ class Cluster:
 
     def inject(self, path: str, action: str = "status", *, status: int = 503, times: int = 1,
                delay_s: float = 0.0, method: str | None = None, to: str | None = None,
-               then_to: str | None = None, then_after_s: float = 0.0) -> None:
+               then_to: str | None = None, then_after_s: float = 0.0,
+               body: str | None = None) -> None:
         """The next ``times`` requests whose path contains ``path`` (and of ``method``) fail:
-        ``status`` (an HTTP error), ``drop`` (connection closed, no answer), ``delay`` (slow,
+        ``status`` (an HTTP error), ``body`` (200 with ``body`` as JSON content), ``drop`` (connection closed, no answer), ``delay`` (slow,
         then served), or ``failover`` (the RM ``to`` becomes active *after* this request is
         served by the current one: a failover in the middle of a round; with ``then_to``,
         that RM becomes active ``then_after_s`` later — a failover that takes a while)."""
         with self.lock:
             self.faults.append(Fault(path, action, status, times, delay_s, method, to,
-                                     then_to, then_after_s))
+                                     then_to, then_after_s, body))
 
     def failover(self, to: str | None) -> None:
         with self.lock:
@@ -742,6 +744,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
+        if getattr(self, "_cookie", None):
+            self.send_header("Set-Cookie", self._cookie)
         self.end_headers()
         self.wfile.write(data)
 
@@ -776,6 +780,14 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if fault.action == "delay":
                 time.sleep(fault.delay_s)
+            elif fault.action == "body":
+                data = (fault.body or "").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             elif fault.action == "failover":
                 self._after = lambda: self._failover(cluster, fault)
             else:
@@ -800,13 +812,17 @@ class _Handler(BaseHTTPRequestHandler):
                        headers={"Location": location})
             return
         # --- authentication ---
+        self._cookie = None
         if cluster.auth == "simple":
             user = query.get("user.name")
             cookie = self.headers.get("Cookie") or ""
-            if not user and "hadoop.auth=" not in cookie:
-                self._send(401, remote("AuthorizationException", "Authentication required",
-                                       "org.apache.hadoop.security.authorize"))
-                return
+            if f"hadoop.auth=u={rm.rm_id}" not in cookie:   # a cookie is good on its RM only
+                if not user:
+                    self._send(401, remote("AuthorizationException",
+                                           "Authentication required",
+                                           "org.apache.hadoop.security.authorize"))
+                    return
+                self._cookie = f"hadoop.auth=u={rm.rm_id}&p={user}; Path=/; HttpOnly"
         try:
             self._route(cluster, rm, method, path, query, body)
         except _Reply as reply:

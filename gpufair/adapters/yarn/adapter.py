@@ -206,18 +206,18 @@ class YarnAdapter:
         return items(doc, "containers", "container", f"yarn/{app_id}/containers")
 
     def view(self) -> YarnView:
+        s = self.settings
         try:
             nodes, apps, containers = self.read()
+            view = translate(nodes, apps, containers, now=self.clock(),
+                             managed_queues=s.managed_queues, tenant_from=s.tenant_from,
+                             gpu_type_attribute=s.gpu_type_attribute,
+                             default_gpu_type=s.default_gpu_type,
+                             app_tag_prefix=s.app_tag_prefix, source=self.name)
         except RMError as exc:   # refused a read (auth, ACL): no usable answer this round
             raise RMUnavailable(f"the ResourceManager refused a read: {exc}") from exc
         except InputError as exc:   # a reply that is not the documented shape
             raise RMUnavailable(f"unreadable ResourceManager reply: {exc}") from exc
-        s = self.settings
-        view = translate(nodes, apps, containers, now=self.clock(),
-                         managed_queues=s.managed_queues, tenant_from=s.tenant_from,
-                         gpu_type_attribute=s.gpu_type_attribute,
-                         default_gpu_type=s.default_gpu_type,
-                         app_tag_prefix=s.app_tag_prefix, source=self.name)
         for problem in view.problems:
             log.warning("%s", problem)
         self.last_view = view

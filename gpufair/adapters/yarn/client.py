@@ -113,7 +113,8 @@ class RMClient:
         self.sleep = sleep
         self.session = session or requests.Session()
         self.session.headers.update({"Accept": "application/json"})
-        self.session.verify = verify
+        # passed with every request: a session-level path loses to REQUESTS_CA_BUNDLE
+        self.verify = verify
         if cert:
             self.session.cert = cert
         if auth == "token":
@@ -166,7 +167,8 @@ class RMClient:
             query["user.name"] = self.user
         self.requests += 1
         return self.session.request(method, url + path, params=query or None, json=body,
-                                    timeout=self.timeout_s, allow_redirects=False)
+                                    timeout=self.timeout_s, allow_redirects=False,
+                                    verify=self.verify)
 
     # ---- one request ----------------------------------------------------------------------
     def call(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,

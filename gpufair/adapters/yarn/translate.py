@@ -19,6 +19,7 @@ the app or node, and the rest of the round goes on.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,8 @@ from gpufair.adapters.yarn.decode import (
 )
 from gpufair.model import ClusterState, GpuType, Job, JobState, Node, NodeState, Tenant, gpu_id
 
+#: What an RM application id looks like; anything else would go into a URL path unchecked.
+APP_ID = re.compile(r"application_\d{1,20}_\d{1,12}")
 #: YarnApplicationState values of an app that still wants or holds resources.
 ACTIVE_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
 _NODE_STATES = {"RUNNING": NodeState.UP, "DECOMMISSIONING": NodeState.DRAIN,
@@ -102,6 +105,8 @@ def translate(nodes_doc: Any, apps_doc: Any, containers: Mapping[str, Sequence[A
             state = str(raw.get("state") or "").upper()
             if state not in ACTIVE_STATES:
                 continue
+            if not APP_ID.fullmatch(app_id):
+                raise ValueError(f"not an application id: {app_id[:60]!r}")
             queue = str(raw.get("queue") or "")
             placed = _placement(containers.get(app_id, ()), by_id)
             held = sum(placed.values())
