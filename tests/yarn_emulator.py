@@ -217,10 +217,11 @@ class Cluster:
                then_to: str | None = None, then_after_s: float = 0.0,
                body: str | None = None) -> None:
         """The next ``times`` requests whose path contains ``path`` (and of ``method``) fail:
-        ``status`` (an HTTP error), ``body`` (200 with ``body`` as JSON content), ``drop`` (connection closed, no answer), ``delay`` (slow,
-        then served), or ``failover`` (the RM ``to`` becomes active *after* this request is
-        served by the current one: a failover in the middle of a round; with ``then_to``,
-        that RM becomes active ``then_after_s`` later — a failover that takes a while)."""
+        ``status`` (an HTTP error), ``body`` (200 with ``body`` as JSON content), ``drop``
+        (connection closed, no answer), ``delay`` (slow, then served), or ``failover`` (the
+        RM ``to`` becomes active *after* this request is served by the current one: a
+        failover in the middle of a round; with ``then_to``, that RM becomes active
+        ``then_after_s`` later — a failover that takes a while)."""
         with self.lock:
             self.faults.append(Fault(path, action, status, times, delay_s, method, to,
                                      then_to, then_after_s, body))
