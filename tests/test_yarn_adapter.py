@@ -361,3 +361,49 @@ def test_https_with_a_ca_bundle(tmp_path) -> None:
             adapter_for(server, retries=1).snapshot()
     finally:
         server.close()
+
+
+def test_tenants_by_user_are_moved_into_their_queue() -> None:
+    """tenant_from = user: apps submitted to a shared queue (capacity 0) are moved into
+    their user's queue when started, and that queue gets the app's GPUs."""
+    from tests.yarn_emulator import Cluster, EmuNode
+    cluster = Cluster([EmuNode("gpu01", 4), EmuNode("gpu02", 4)],
+                      {"root.shared": (0, 0), "root.alice": (0, 0), "root.bob": (0, 0),
+                       "root.rest": (100, 100)})
+    server = RMServer(cluster)
+    try:
+        app = cluster.submit("alice", "shared", 2)
+        cluster.tick()
+        adapter = adapter_for(server, tenant_from="user", allow_move=True,
+                              managed_queues=["shared", "alice", "bob"])
+        state = adapter.snapshot()
+        assert [(j.tenant, j.state) for j in state.jobs] == [("alice", JobState.PENDING)]
+        result = adapter.apply_one(Start(app, ("gpu01:0", "gpu01:1")))
+        assert result.ok and "moved to alice" in result.detail, result.detail
+        cluster.tick()
+        assert cluster.apps[app].queue == "alice" and cluster.apps[app].held_gpus == 2
+        assert caps(cluster) == {"shared": 0.0, "alice": 25.0, "bob": 0.0, "rest": 75.0}
+    finally:
+        server.close()
+
+
+def test_soft_mode_round_sets_priorities_only(tmp_path) -> None:
+    cluster = gpu_cluster()
+    server = RMServer(cluster)
+    try:
+        cluster.submit("alice", "a", 4)
+        waiting = [cluster.submit("bob", "b", 8), cluster.submit("alice", "a", 8)]
+        cluster.tick()
+        config = yarn_config(tmp_path, server, daemon={"mode": "soft"})
+        store = Store(config.store.path)
+        daemon = build_daemon(config, YarnAdapter.from_settings(config.yarn), store)
+        daemon.run_round()
+        assert {type(a).__name__ for a in daemon.last.actions} == {"SetPriority"}
+        assert all(e.status == DONE for e in store.journal())
+        wanted = {a.job_id: round(a.priority) for a in daemon.last.actions}
+        assert {w: cluster.apps[w].priority for w in waiting} == {
+            w: min(wanted[w], cluster.max_priority) for w in waiting}
+        assert cluster.conf_log == []                     # no queue was touched
+        store.close()
+    finally:
+        server.close()
