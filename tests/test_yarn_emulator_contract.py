@@ -146,6 +146,18 @@ def test_scheduler_like_the_published_capacity_scheduler(rm) -> None:
                       skip=frozenset({"attributes"})) == []
 
 
+def test_scheduler_like_the_rms_own_test_output(rm) -> None:
+    """Hadoop's own web-service test output (trunk, MockRM): every leaf field it has, the
+    emulator has, with its type — except ``users``, which trunk writes ``{}`` when empty and
+    Jersey 1 (3.1–3.4, the emulator's baseline) ``null``; the adapter reads both."""
+    from gpufair.adapters.yarn.decode import as_list
+    published = real("hadoop-trunk-mockrm/scheduler-response-PercentageMode_trimmed.json")
+    emulated = get(rm[1], "/scheduler")
+    assert same_shape(published, emulated, skip=frozenset({"users"})) == []
+    leaf = published["scheduler"]["schedulerInfo"]["queues"]["queue"][0]
+    assert as_list(leaf["users"]) == [] and as_list(None) == []
+
+
 def test_kill_is_202_then_200_and_errors_are_the_published_ones(rm) -> None:
     _, server, running, pending, _ = rm
     url = server.url + BASE + f"/apps/{running}/state"

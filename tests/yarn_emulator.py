@@ -628,8 +628,29 @@ class Cluster:
                 "effectiveMaxResource": resource(int(mem * abs_max / 100),
                                                  int(vc * abs_max / 100),
                                                  int(total * abs_max / 100))}]},
+            "resources": {"resourceUsagesByPartition": [{
+                "partitionName": "", "used": resource(used_mb, used_vc, gpus),
+                "reserved": resource(0, 0, 0),
+                "pending": resource(sum(a.outstanding * a.memory_mb for a in apps),
+                                    sum(a.outstanding * a.vcores for a in apps),
+                                    sum(a.outstanding * a.gpus_per_container for a in apps)),
+                "amUsed": resource(0, 0, 0), "amLimit": resource(0, 0, 0),
+                "userAmLimit": resource(0, 0, 0)}]},
+            "minEffectiveCapacity": resource(int(mem * abs_cap / 100), int(vc * abs_cap / 100),
+                                             int(total * abs_cap / 100)),
+            "maxEffectiveCapacity": resource(int(mem * abs_max / 100), int(vc * abs_max / 100),
+                                             int(total * abs_max / 100)),
+            "maximumAllocation": resource(8192, 4, 8),
+            "queueAcls": {"queueAcl": [
+                {"accessType": "ADMINISTER_QUEUE", "accessControlList": " "},
+                {"accessType": "APPLICATION_MAX_PRIORITY", "accessControlList": "*"},
+                {"accessType": "SUBMIT_APP", "accessControlList": " "}]},
+            "queuePriority": 0, "orderingPolicyInfo": "fifo" if not q.children
+            else "utilization",
             "mode": "percentage", "queueType": "leaf" if not q.children else "parent",
-            "creationMethod": "static", "autoCreationEligibility": "off"})
+            "creationMethod": "static", "autoCreationEligibility": "off",
+            "autoQueueTemplateProperties": {}, "autoQueueParentTemplateProperties": {},
+            "autoQueueLeafTemplateProperties": {}})
         if q.children:
             out["queues"] = {"queue": [self.queue_json(c) for c in q.children]}
         else:
@@ -640,9 +661,14 @@ class Cluster:
                         "numContainers": sum(len(a.placed) for a in apps),
                         "maxApplications": 10000, "maxApplicationsPerUser": 10000,
                         "userLimit": 100, "users": listed([{"username": u} for u in users]),
-                        "userLimitFactor": 1.0, "preemptionDisabled": True,
-                        "defaultPriority": 0, "maxApplicationLifetime": -1,
-                        "defaultApplicationLifetime": -1})
+                        "userLimitFactor": 1.0, "configuredMaxAMResourceLimit": 0.1,
+                        "AMResourceLimit": resource(0, 0, 0),
+                        "usedAMResource": resource(0, 0, 0),
+                        "userAMResourceLimit": resource(0, 0, 0),
+                        "preemptionDisabled": True, "intraQueuePreemptionDisabled": True,
+                        "defaultPriority": 0, "isAutoCreatedLeafQueue": False,
+                        "maxApplicationLifetime": -1, "defaultApplicationLifetime": -1,
+                        "autoCreateChildQueueEnabled": False, "leafQueueTemplate": {}})
         return out
 
     def fair_queue_json(self, path: str) -> dict:
