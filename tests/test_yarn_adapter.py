@@ -6,6 +6,7 @@ a failover in the middle of a round losing nothing)."""
 from __future__ import annotations
 
 import pytest
+import requests
 
 from gpufair.adapters.base import Effect, Unavailable
 from gpufair.adapters.yarn import YarnAdapter, YarnSettings
@@ -396,7 +397,8 @@ def test_soft_mode_round_sets_priorities_only(tmp_path) -> None:
         cluster.tick()
         config = yarn_config(tmp_path, server, daemon={"mode": "soft"})
         store = Store(config.store.path)
-        daemon = build_daemon(config, YarnAdapter.from_settings(config.yarn), store)
+        daemon = build_daemon(config, YarnAdapter.from_settings(config.yarn, mode="soft"),
+                              store)
         daemon.run_round()
         assert {type(a).__name__ for a in daemon.last.actions} == {"SetPriority"}
         assert all(e.status == DONE for e in store.journal())
@@ -404,6 +406,44 @@ def test_soft_mode_round_sets_priorities_only(tmp_path) -> None:
         assert {w: cluster.apps[w].priority for w in waiting} == {
             w: min(wanted[w], cluster.max_priority) for w in waiting}
         assert cluster.conf_log == []                     # no queue was touched
+        store.close()
+    finally:
+        server.close()
+
+
+def test_capacities_are_reasserted_before_each_round(tmp_path) -> None:
+    """The queues start at 50/50 while a holds 2 GPUs and b none, and nothing waits: FIFO
+    plans no change, yet before the round the adapter sets the capacities to what runs
+    (a 25 %, b 0 %, rest 75 %), so no queue grows into GPUs the plan gave nobody. An
+    admin's later edit is undone the same way. A dry run writes nothing."""
+    from gpufair.adapters.recording import RecordingAdapter
+    cluster = gpu_cluster()
+    server = RMServer(cluster)
+    try:
+        cluster.submit("alice", "a", 2)
+        cluster.tick()
+        config = yarn_config(tmp_path, server)
+        adapter = YarnAdapter.from_settings(config.yarn)
+        dry = build_daemon(config, RecordingAdapter(adapter), Store(tmp_path / "dry.db"),
+                           dry_run=True)
+        dry.run_round()
+        assert cluster.conf_log == []
+        store = Store(config.store.path)
+        daemon = build_daemon(config, adapter, store)
+        daemon.run_round()
+        assert daemon.last.actions == []
+        assert caps(cluster) == {"a": 25.0, "b": 0.0, "rest": 75.0}
+        daemon.run_round()
+        assert len(cluster.conf_log) == 1                  # nothing changed: nothing written
+        requests.put(server.url + "/ws/v1/cluster/scheduler-conf", timeout=5, json={
+            "update-queue": [{"queue-name": q, "params": {"entry": [
+                {"key": "capacity", "value": v}, {"key": "maximum-capacity", "value": v}]}}
+                for q, v in (("root.a", "50"), ("root.b", "50"), ("root.rest", "0"))]})
+        late = cluster.submit("bob", "b", 2)
+        cluster.tick()
+        assert cluster.apps[late].held_gpus == 2           # the edit let b grow
+        daemon.run_round()
+        assert caps(cluster)["a"] == 25.0
         store.close()
     finally:
         server.close()

@@ -31,7 +31,7 @@ from typing import Any
 
 from gpufair.adapters.base import Effect
 from gpufair.adapters.yarn.client import BASE, RMClient, RMError, RMUnavailable
-from gpufair.adapters.yarn.decode import as_int, as_list, items
+from gpufair.adapters.yarn.decode import as_float, as_int, as_list, items
 from gpufair.adapters.yarn.enforce import QueueLayout, capacities, mutation
 from gpufair.adapters.yarn.queues import queue_tree
 from gpufair.adapters.yarn.translate import ACTIVE_STATES, YarnView, leaf, translate
@@ -130,6 +130,7 @@ class YarnAdapter:
     _written: dict[str, str] | None = None
     _parent_pct: float | None = None
     _attempts: dict[str, str] = field(default_factory=dict)
+    _fresh_at: float | None = None
 
     @classmethod
     def from_settings(cls, settings: YarnSettings, *, mode: str = "hard",
@@ -224,17 +225,44 @@ class YarnAdapter:
         return view
 
     def snapshot(self) -> ClusterState:
-        view = self.view()
-        # a grant lasts until its app runs (then it counts as held) or leaves, or expires
+        if self._fresh_at is not None and self.last_view is not None \
+                and time.monotonic() - self._fresh_at < 1.0:
+            view = self.last_view        # read by reconcile() just before this round
+        else:
+            view = self.view()
+        self._fresh_at = None
+        self._settle(view)
+        return view.state
+
+    def _settle(self, view: YarnView) -> None:
+        """A grant lasts until its app runs (then it counts as held) or leaves, or expires;
+        kills of the last round show in the view now."""
         now = self.clock()
         pending = {j.id for j in view.state.jobs if j.state is JobState.PENDING}
         self._granted = {k: g for k, g in self._granted.items()
                          if k in pending and now - g[2] < self.settings.grant_ttl_s}
         self._killed.clear()
-        return view.state
 
     def reconcile(self) -> list[str]:
-        return []   # YARN's own scheduler changes nothing gpufair decided outside the quota
+        """Before each live round (never in a dry run): set the tenants' queue capacities to
+        what they hold now plus what gpufair started that YARN has not placed yet, when the
+        RM shows anything else — an admin's edit, the capacities the cluster started with, a
+        tenant whose app finished. Without this a round that plans no change would leave
+        queues free to grow into GPUs the plan gave nobody. Logged here; the list the daemon
+        counts as bypasses stays empty (no job was re-held)."""
+        if self.settings.enforce != "capacity" or self.mode != "hard":
+            return []
+        try:
+            view = self.view()
+            self._settle(view)
+            self._fresh_at = time.monotonic()
+            detail = self._enforce(check_rm=True)
+        except (RMUnavailable, RMError, NotExpressible, InputError) as exc:
+            log.warning("yarn: queue capacities not re-asserted: %s", exc)
+            return []
+        if detail != "queue capacities unchanged":
+            log.info("yarn: %s (re-asserted before the round)", detail)
+        return []
 
     def status(self) -> dict[str, float]:
         return {"yarn_rm_failovers": float(self.client.failovers),
@@ -356,13 +384,17 @@ class YarnAdapter:
             out[tenant] = out.get(tenant, 0) + gpus
         return out
 
-    def _enforce(self) -> str:
+    def _enforce(self, *, check_rm: bool = False) -> str:
+        """Write the shares as capacities unless they are what was last written (or, with
+        ``check_rm``, what the RM's configuration holds now)."""
         assert self.last_view is not None
         parent_pct = self._preflight()
         total = sum(n.gpus for n in self.last_view.state.nodes)
         layout = QueueLayout(self.settings.parent_queue, str(self.settings.rest_queue),
                              parent_pct)
         caps = capacities(self.shares(), total, layout)
+        if check_rm:
+            self._written = self._rm_capacities(caps)
         if caps == self._written:
             return "queue capacities unchanged"
         body = mutation(caps)
@@ -378,6 +410,23 @@ class YarnAdapter:
         self.client.put("/scheduler-conf", body)
         self._written = caps
         return "capacities " + ", ".join(f"{leaf(q)}={v}%" for q, v in sorted(caps.items()))
+
+    def _rm_capacities(self, caps: Mapping[str, str]) -> dict[str, str] | None:
+        """The RM's capacities of the queues in ``caps``, in ``caps``' spelling where they
+        are equal (so a dict compares equal when nothing differs), or None when any queue's
+        capacity and maximum-capacity differ from each other (a tenant may then grow)."""
+        doc = self.client.get("/scheduler-conf")
+        props = {str(p.get("name")): p.get("value")
+                 for p in as_list(doc.get("property") if isinstance(doc, Mapping) else None)
+                 if isinstance(p, Mapping)}
+        out: dict[str, str] = {}
+        for path, want in caps.items():
+            got = props.get(f"yarn.scheduler.capacity.{path}.capacity")
+            top = props.get(f"yarn.scheduler.capacity.{path}.maximum-capacity")
+            if got is None or top is None or as_float(got, -1.0) != as_float(top, -2.0):
+                return None
+            out[path] = want if abs(as_float(got) - float(want)) < 1e-9 else str(got)
+        return out
 
     def _preflight(self) -> float:
         """Whether this RM lets queue capacities carry the shares, checked once before the
