@@ -22,6 +22,7 @@ configuration says the RM allows it, with a clear refusal otherwise:
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from gpufair.adapters.base import Effect
-from gpufair.adapters.yarn.client import BASE, RMClient, RMError, RMUnavailable
+from gpufair.adapters.yarn.client import RMClient, RMError, RMUnavailable
 from gpufair.adapters.yarn.decode import as_float, as_int, as_list, items
 from gpufair.adapters.yarn.enforce import QueueLayout, capacities, mutation
 from gpufair.adapters.yarn.queues import queue_tree
-from gpufair.adapters.yarn.translate import ACTIVE_STATES, YarnView, leaf, translate
+from gpufair.adapters.yarn.translate import ACTIVE_STATES, APP_ID, YarnView, leaf, translate
 from gpufair.errors import InputError
 from gpufair.model import (
     Action,
@@ -51,6 +52,7 @@ from gpufair.model import (
 from gpufair.settings import setting
 
 log = logging.getLogger("gpufair.yarn")
+ATTEMPT_ID = re.compile(r"appattempt_\d{1,20}_\d{1,12}_\d{1,9}")
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,8 @@ class YarnAdapter:
             if str(raw.get("state")) != "RUNNING":
                 continue
             app_id = str(raw.get("id"))
-            containers[app_id] = self._containers(app_id)
+            if APP_ID.fullmatch(app_id):   # ids go into URL paths (translate reports others)
+                containers[app_id] = self._containers(app_id)
         self._attempts = {k: v for k, v in self._attempts.items() if k in containers}
         return nodes, apps, containers
 
@@ -195,7 +198,8 @@ class YarnAdapter:
         if not listed:
             return None
         last = max(listed, key=lambda a: as_int(a.get("id")))
-        return str(last["appAttemptId"]) if last.get("appAttemptId") else None
+        attempt = str(last.get("appAttemptId") or "")
+        return attempt if ATTEMPT_ID.fullmatch(attempt) else None
 
     def _attempt_containers(self, app_id: str, attempt: str) -> list[Any]:
         try:
@@ -485,4 +489,4 @@ class YarnAdapter:
         return Effect.NOT_YET
 
 
-__all__ = ["BASE", "NotExpressible", "YarnAdapter", "YarnSettings"]
+__all__ = ["NotExpressible", "YarnAdapter", "YarnSettings"]
