@@ -285,7 +285,10 @@ class YarnAdapter:
         return [self.apply_one(a) for a in actions]
 
     def apply_one(self, action: Action) -> ActionResult:
-        view = self.last_view or self.view()
+        try:
+            view = self.last_view or self.view()
+        except RMUnavailable as exc:
+            return ActionResult(action, False, str(exc), retry=True)
         job = next((j for j in view.state.jobs if j.id == action.job_id), None)
         info = view.apps.get(action.job_id)
         if job is None or info is None:
@@ -294,7 +297,7 @@ class YarnAdapter:
             if isinstance(action, Start):
                 return ActionResult(action, True, self._start(action, job.tenant, info.queue))
             if isinstance(action, Preempt):
-                return ActionResult(action, True, self._kill(action.job_id, job.tenant))
+                return ActionResult(action, True, self._kill(action.job_id))
             if isinstance(action, SetPriority):
                 return ActionResult(action, True, self._priority(action.job_id,
                                                                  round(action.priority)))
@@ -342,7 +345,7 @@ class YarnAdapter:
             done.append(f"lease until {text}")
         return ", ".join(done) or "nothing to do (enforce = none, priorities off)"
 
-    def _kill(self, app_id: str, tenant: str) -> str:
+    def _kill(self, app_id: str) -> str:
         if not self.settings.allow_kill:
             raise NotExpressible("preemption would kill the app (YARN cannot requeue one) and"
                                  " allow_kill is off")
