@@ -481,11 +481,18 @@ class GandivaFairPolicy(PolicyBase):
             self._seq += 1
         return self.central_seq[key]
 
-    def _blocked(self, jobs, chosen: set[str]) -> set[str]:
+    @staticmethod
+    def _blocked(jobs) -> set[str]:
         """GPUs that suspended jobs still hold (Slurm keeps them allocated): nobody else may
-        use them this quantum unless that job itself runs."""
-        return {g for j in jobs.values() if j.state is JobState.SUSPENDED and
-                j.id not in chosen for g in j.gpus_held}
+        use them; the suspended job itself resumes on them (see :meth:`_free_for`)."""
+        return {g for j in jobs.values() if j.state is JobState.SUSPENDED for g in j.gpus_held}
+
+    @staticmethod
+    def _free_for(job: Job, used: set[str]) -> set[str]:
+        """What ``job`` may not take: everything used, except the GPUs it holds suspended."""
+        if job.state is JobState.SUSPENDED and job.gpus_held:
+            return used - set(job.gpus_held)
+        return used
 
     def _gpus_for(self, job: Job, home: Home, pool: PoolView, used: set[str],
                   gpus_of: Mapping[str, tuple[str, ...]], type_of) -> tuple[str, ...] | None:
@@ -512,6 +519,7 @@ class GandivaFairPolicy(PolicyBase):
         layout = state.layout()
         self.selection = {}
         self.charged_aggs = set()
+        used = self._blocked(jobs)
         for pool in pools.values():
             central, small = self._entries(jobs, pool)
             picks: list[tuple[Entry, Entry | None]] = []    # (job entry, its aggregate)
@@ -522,12 +530,10 @@ class GandivaFairPolicy(PolicyBase):
                     picks += [(e, entry) for e in local]
                 else:
                     picks.append((entry, None))
-            chosen = {e.key for e, _ in picks}
-            used = self._blocked(jobs, chosen)
             for entry, agg in picks:
                 job = jobs[entry.key]
-                gpus = self._gpus_for(job, self.home[job.id], pool, used, layout.gpus_of,
-                                      layout.type_of)
+                gpus = self._gpus_for(job, self.home[job.id], pool, self._free_for(job, used),
+                                      layout.gpus_of, layout.type_of)
                 if gpus is None:
                     continue
                 used.update(gpus)
@@ -549,17 +555,18 @@ class GandivaFairPolicy(PolicyBase):
         layout = state.layout()
         rest = max(0.0, min(1.0, (self.step_at + self.quantum_s - now) / self.quantum_s))
         kept: dict[str, tuple[str, ...]] = {}
-        used = self._blocked(jobs, set(self.selection))
+        used = self._blocked(jobs)
         for job_id, gpus in self.selection.items():
             home = self.home.get(job_id)
             if home is None:
                 continue
             job = jobs[job_id]
-            if set(gpus) == set(job.gpus_held) and not used.intersection(gpus):
+            if set(gpus) == set(job.gpus_held) and \
+                    not self._free_for(job, used).intersection(gpus):
                 mine: tuple[str, ...] | None = tuple(gpus)
             else:
-                mine = self._gpus_for(job, home, pools[home.pool], used, layout.gpus_of,
-                                      layout.type_of)
+                mine = self._gpus_for(job, home, pools[home.pool], self._free_for(job, used),
+                                      layout.gpus_of, layout.type_of)
             if mine is None:
                 continue
             used.update(mine)
@@ -577,7 +584,8 @@ class GandivaFairPolicy(PolicyBase):
                     continue
                 for entry in gang_stride(waiting, free, charge=0):
                     job = jobs[entry.key]
-                    gpus = self._gpus_for(job, self.home[job.id], pool, used, layout.gpus_of,
+                    gpus = self._gpus_for(job, self.home[job.id], pool,
+                                          self._free_for(job, used), layout.gpus_of,
                                           layout.type_of)
                     if gpus is None:
                         continue
