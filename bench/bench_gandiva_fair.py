@@ -27,7 +27,7 @@ from pathlib import Path
 from scale import busy_round, markdown
 
 from gpufair.core.simulation import SimulationSpec, simulate
-from gpufair.data import artifact_results
+from gpufair.data import artifact_results, resolve
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import available_policies, create_policy
 
@@ -49,8 +49,8 @@ def canonical(limit: float) -> str:
                 json.dump(options, file)
             config = file.name
         cpu = time.process_time()
-        r = simulate(SimulationSpec(trace="shockwave_120jobs_32gpus",
-                                    throughputs="tacc_throughputs", cluster="v100:32",
+        r = simulate(SimulationSpec(trace=resolve("shockwave_120jobs_32gpus"),
+                                    throughputs=resolve("tacc_throughputs"), cluster="v100:32",
                                     policy="gandiva_fair", round_s=120.0,
                                     semantics="artifact", config=config),
                      progress=False, time_limit_s=limit)
@@ -73,7 +73,8 @@ def heterogeneous(traces: list[str], limit: float) -> str:
              "utilization", "policy s (wall)"]]
     for trace in traces:
         for name in policies:
-            r = simulate(SimulationSpec(trace=trace, throughputs="gavel_simulator_throughputs",
+            r = simulate(SimulationSpec(trace=resolve(trace),
+                                        throughputs=resolve("gavel_simulator_throughputs"),
                                         cluster="v100:8,p100:8,k80:8", gpus_per_server="8",
                                         policy=name, round_s=360.0),
                          progress=False, time_limit_s=limit)

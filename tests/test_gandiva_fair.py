@@ -325,3 +325,38 @@ def test_tickets_option_overrides_the_resource_managers_weight():
     state = ClusterState(0.0, nodes=(Node("s", "v100", 4),), jobs=tuple(jobs))
     ran, _, _ = run(policy(tickets={"A": 300.0, "B": 100.0}), state, 40)
     assert user_gpus(jobs, ran, 40) == pytest.approx({"A": 3.0, "B": 1.0})
+
+
+def test_a_newcomer_joins_at_the_minimum_pass():
+    """A job arriving after ten quanta starts level with the others (the paper's join rule),
+    so it gets its 1/3 from the start instead of catching up on the past."""
+    early = [job("x", "U", 1), job("y", "U", 1)]
+    state = ClusterState(0.0, nodes=(Node("s", "v100", 1),), jobs=tuple(early))
+    pol = policy()
+    _, state, _ = run(pol, state, 10)
+    state = replace(state, jobs=(*state.jobs, job("z", "U", 1, arrival=state.time_s)))
+    ran, _, _ = run(pol, state, 6)
+    assert ran == {"x": 2, "y": 2, "z": 2}
+
+
+def test_a_fill_is_charged_for_the_rest_of_the_quantum_only():
+    """A job started on GPUs freed 60 s into a 600 s quantum pays 0.9 of a quantum's stride."""
+    jobs = [job("a", "U", 1), job("b", "U", 1), job("c", "U", 1), job("d", "U", 1)]
+    nodes = (Node("s", "v100", 1),)
+    pol = policy(quantum_s=600.0)
+
+    def at(t: float, done: set[str], running: dict[str, tuple[str, ...]]) -> ClusterState:
+        return ClusterState(t, nodes=nodes, jobs=tuple(
+            replace(j, state=JobState.COMPLETED) if j.id in done else
+            replace(j, state=JobState.RUNNING, gpus_held=running[j.id]) if j.id in running
+            else j for j in jobs))
+
+    first = pol.schedule(at(0.0, set(), {}), 0.0).assignments[0]
+    second = pol.schedule(at(600.0, set(), {first.job_id: first.gpu_ids}), 600.0)
+    ran = second.assignments[0]
+    fill = pol.schedule(at(660.0, {first.job_id, ran.job_id}, {}), 660.0).assignments[0]
+    last = pol.schedule(at(1200.0, {first.job_id, ran.job_id},
+                           {fill.job_id: fill.gpu_ids}), 1200.0).assignments[0]
+    assert fill.job_id != last.job_id
+    passes = pol.state_dict()["local_pass"]
+    assert passes[fill.job_id] == pytest.approx(0.9 * passes[last.job_id])

@@ -16,6 +16,7 @@ one stop-and-restart.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -168,7 +169,7 @@ class GandivaFairPolicy(PolicyBase):
                            for t in undone]
         self._check_homes(jobs, pool_servers, caps)
         pools = self._pools(jobs, pool_servers, caps, users, ent)
-        self._place_new(jobs, pools, rank)
+        self._place_new(jobs, pools, rank, tickets)
         due = self.step_at is None or now < self.step_at or \
             now - self.step_at >= _DUE * self.quantum_s
         moved = traded = 0
@@ -295,12 +296,26 @@ class GandivaFairPolicy(PolicyBase):
             pools[home.pool].add(job.tenant, spread(job, home.servers, caps))
         return pools
 
-    def _place_new(self, jobs, pools: dict[str, PoolView], rank) -> None:
-        """Algorithm 2: each job without a home goes to the type where it would progress
-        fastest (measured rate x expected share of time there) and to that type's least
-        ticket-loaded servers. Users with the most tickets per allocated GPU go first."""
-        waiting = [j for j in jobs.values() if j.id not in self.home]
-        for job in sorted(waiting, key=lambda j: (j.arrival_s, j.id)):
+    def _place_new(self, jobs, pools: dict[str, PoolView], rank,
+                   tickets: Mapping[str, float]) -> None:
+        """Algorithm 2: the user with the fewest GPUs placed per ticket goes first (its
+        earliest job); the job goes to the type where it would progress fastest (measured
+        rate x expected share of time there), onto that type's least ticket-loaded
+        servers."""
+        queues: dict[str, deque[Job]] = {}
+        for job in sorted(jobs.values(), key=lambda j: (j.arrival_s, j.id)):
+            if job.id not in self.home:
+                queues.setdefault(job.tenant, deque()).append(job)
+        placed = {u: 0.0 for u in queues}
+        for job_id in self.home:
+            if jobs[job_id].tenant in placed:
+                placed[jobs[job_id].tenant] += jobs[job_id].gpus
+        while queues:
+            user = min(queues, key=lambda u: (placed[u] / tickets[u], queues[u][0].arrival_s,
+                                              u))
+            job = queues[user].popleft()
+            if not queues[user]:
+                del queues[user]
             best = None
             for name, pool in pools.items():
                 choice = self._prospect(job, pool)
@@ -315,6 +330,7 @@ class GandivaFairPolicy(PolicyBase):
             _, name, servers = best
             self._make_home(job.id, name, servers)
             pools[name].add(job.tenant, spread(job, servers, pools[name].caps))
+            placed[user] += job.gpus
 
     def _prospect(self, job: Job, pool: PoolView) -> tuple[float, tuple[str, ...]] | None:
         """(expected share of time, servers) if the job joined this pool now: its user's
