@@ -43,11 +43,7 @@ def canonical(limit: float) -> str:
     columns = {"artifact (recorded)": {k: row[k] for _, k, _ in keys}}
     for label, options in (("gpufair default (quantum 400 s)", None),
                            ("gpufair, quantum = round", {"switch_cost_s": 0.0})):
-        config = None
-        if options is not None:
-            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
-                json.dump(options, file)
-            config = file.name
+        config = None if options is None else _options_file(options)
         cpu = time.process_time()
         r = simulate(SimulationSpec(trace=resolve("shockwave_120jobs_32gpus"),
                                     throughputs=resolve("tacc_throughputs"), cluster="v100:32",
@@ -67,20 +63,29 @@ def canonical(limit: float) -> str:
     return markdown(rows)
 
 
+def _options_file(options: dict[str, object]) -> str:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
+        json.dump(options, file)
+    return file.name
+
+
 def heterogeneous(traces: list[str], limit: float) -> str:
-    policies = [p for p in ("gandiva_fair", "max_min", "oef") if p in available_policies()]
+    runs = [("gandiva_fair", "gandiva_fair", None),
+            ("gandiva_fair (type_choice=job)", "gandiva_fair",
+             _options_file({"type_choice": "job"}))]
+    runs += [(p, p, None) for p in ("max_min", "oef") if p in available_policies()]
     rows = [["trace", "policy", "jobs", "avg JCT (s)", "p90 JCT (s)", "worst rho",
              "utilization", "policy s (wall)"]]
     for trace in traces:
-        for name in policies:
+        for label, name, config in runs:
             r = simulate(SimulationSpec(trace=resolve(trace),
                                         throughputs=resolve("gavel_simulator_throughputs"),
                                         cluster="v100:8,p100:8,k80:8", gpus_per_server="8",
-                                        policy=name, round_s=360.0),
+                                        policy=name, round_s=360.0, config=config),
                          progress=False, time_limit_s=limit)
             m = r.metrics
-            rows.append([Path(trace).stem, name, f"{m.num_jobs}" + (" partial" if r.partial
-                                                                    else ""),
+            rows.append([Path(trace).stem, label, f"{m.num_jobs}" + (" partial" if r.partial
+                                                                     else ""),
                          f"{m.avg_jct_s:.0f}", f"{m.p90_jct_s:.0f}", f"{m.worst_rho:.3f}",
                          f"{m.utilization:.3f}", f"{r.policy_s:.1f}"])
             print(".", end="", file=sys.stderr, flush=True)

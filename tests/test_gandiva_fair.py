@@ -170,34 +170,84 @@ def hetero_state(jobs, tenants=()):
 
 def test_policy_trades_then_undoes_when_a_user_arrives():
     """A (1.25x on V100) and B (5x) trade V100 for K80 at the midpoint 3.125; when C arrives
-    the entitlements shrink and the trade A can no longer honour is undone (negative rate)."""
-    jobs = [job(f"a{i}", "A", 1, {"v100": 1.25, "k80": 1.0}) for i in range(10)] + \
-        [job(f"b{i}", "B", 1, {"v100": 5.0, "k80": 1.0}) for i in range(10)]
-    pol = policy()
-    _, state, _ = run(pol, hetero_state(jobs), 4)
-    made = [(t.buyer, t.seller, t.price) for t in pol.trade_log]
-    assert made == [("B", "A", 3.125), ("B", "A", 3.125)]
+    the entitlements shrink and the trade A can no longer honour is undone (negative rate).
+    Both traders gain, in measured iterations/s of the jobs the plans run."""
+    jobs = [job(f"a{i}", "A", 1, {"v100": 1.25, "k80": 1.0}) for i in range(20)] + \
+        [job(f"b{i}", "B", 1, {"v100": 5.0, "k80": 1.0}) for i in range(20)]
+
+    def rates(trading: bool) -> tuple[dict[str, float], object, ClusterState]:
+        pol = policy(trading=trading)
+        _, state, plans = run(pol, hetero_state(jobs), 60)
+        kind = {"v0": "v100"}
+        by_id = {j.id: j for j in jobs}
+        out = {"A": 0.0, "B": 0.0}
+        for plan in plans[30:]:
+            for a in plan.assignments:
+                j = by_id[a.job_id]
+                out[j.tenant] += j.rate(kind.get(a.gpu_ids[0].split(":")[0], "k80")) / 30
+        return out, pol, state
+
+    alone, _, _ = rates(False)
+    # no trade: each user gets its statically partitioned share (2 V100 + 8 K80)
+    assert alone == pytest.approx({"A": 2 * 1.25 + 8, "B": 2 * 5.0 + 8})
+    traded, pol, state = rates(True)
+    assert [(t.buyer, t.seller, t.price) for t in pol.trade_log] == [("B", "A", 3.125)] * 2
+    # after two trades: A 0 V100 + 14.25 K80, B 4 V100 + 1.75 K80 (within a job's switch)
+    assert traded == pytest.approx({"A": 14.25, "B": 4 * 5.0 + 1.75}, abs=0.25)
     newcomer = [job(f"c{i}", "C", 1, {"v100": 2.0, "k80": 1.0}) for i in range(10)]
     state = replace(state, jobs=state.jobs + tuple(newcomer))
     pol.schedule(state, state.time_s)
     undone = [t for t in pol.trade_log if t.undone]
     assert [(t.buyer, t.seller, t.price) for t in undone] == [("B", "A", -3.125)]
-    assert len(pol.trades) >= 1 and pol.trades[0].price == 3.125
+    assert pol.trades[0] == pol.trade_log[0]
+    # the next trade: A has no whole V100 left, so C (2x) sells; the other bid, A's 1.25,
+    # is below C's own speedup, so the price is clamped up to 2
+    assert [(t.buyer, t.seller, t.price) for t in pol.trades[1:]] == [("B", "C", 2.0)]
+
+
+def test_a_seller_that_cannot_use_its_price_does_not_trade():
+    """A with 12 jobs (12 GPUs of demand) cannot use 3.125 more K80s on top of 1 V100 and
+    8 K80s: trading would cost it, so nothing is traded."""
+    ent = base_entitlements({"A": 1, "B": 1}, {"v100": 4, "k80": 16})
+    sigma = {"A": 1.25, "B": 5.0}
+    assert trade_round(ent, {("v100", "k80"): sigma}, {"A": 12, "B": 50}, 0.0, 0.1) == []
+    assert trade_round(ent, {("v100", "k80"): sigma}, {"A": 13, "B": 50}, 0.0, 0.1) != []
 
 
 def test_the_fastest_type_for_the_job_from_measured_rates():
-    """Algorithm 2: a job goes where it progresses fastest; rates are Job.throughput only."""
+    """Algorithm 2: a job goes where it progresses fastest; rates are Job.throughput only.
+    ``job``: its own rate x share of time; ``user``: its user's total rate."""
     fast_on_v100 = job("x", "A", 1, {"v100": 6.0, "k80": 1.0})
     flat = job("y", "A", 1, {"v100": 1.0, "k80": 1.0})
+    keen = job("y", "A", 1, {"v100": 2.5, "k80": 1.0})
     nodes = (Node("v0", "v100", 1), Node("k0", "k80", 4))
-    pol = policy(trading=False)
-    pol.schedule(ClusterState(0.0, nodes=nodes, jobs=(fast_on_v100, flat)), 0.0)
-    assert pol.home["x"].pool == "v100"
-    assert pol.home["y"].pool == "k80"   # half of a V100 (1 x 1/2) < a whole K80 (1 x 1)
-    again = policy(trading=False)
-    keen = job("y", "A", 1, {"v100": 2.5, "k80": 1.0})   # 2.5 x 1/2 > 1: time-share the V100
-    again.schedule(ClusterState(0.0, nodes=nodes, jobs=(fast_on_v100, keen)), 0.0)
-    assert again.home["y"].pool == "v100"
+    for choice, keen_goes in (("job", "v100"), ("user", "k80")):
+        pol = policy(trading=False, type_choice=choice)
+        pol.schedule(ClusterState(0.0, nodes=nodes, jobs=(fast_on_v100, flat)), 0.0)
+        assert pol.home["x"].pool == "v100"
+        assert pol.home["y"].pool == "k80"   # half a V100 (1 x 1/2) < a whole K80 (1 x 1)
+        again = policy(trading=False, type_choice=choice)
+        again.schedule(ClusterState(0.0, nodes=nodes, jobs=(fast_on_v100, keen)), 0.0)
+        # per job: 2.5 x 1/2 > 1 on a K80; per user: A's V100 already runs x all the time,
+        # so y adds 1.25 - 3 (x halved) there and 1 on a K80
+        assert again.home["y"].pool == keen_goes, choice
+
+
+def test_per_job_choice_can_leave_a_users_entitlement_idle():
+    """The paper's per-job rule (type_choice = "job"): B's 5x jobs pile on its 2 V100s while
+    K80s idle, B gets 12 iterations/s where its static partition (2 V100 + 8 K80) gives 18;
+    the per-user rule (default) gives each user its static partition exactly."""
+    jobs = [job(f"a{i}", "A", 1, {"v100": 1.25, "k80": 1.0}) for i in range(12)] + \
+        [job(f"b{i}", "B", 1, {"v100": 5.0, "k80": 1.0}) for i in range(12)]
+    by_id = {j.id: j for j in jobs}
+    for choice, expected in (("job", {"A": 12.5, "B": 12.0}), ("user", {"A": 10.5, "B": 18.0})):
+        _, _, plans = run(policy(trading=False, type_choice=choice), hetero_state(jobs), 40)
+        got = {"A": 0.0, "B": 0.0}
+        for plan in plans[20:]:
+            for a in plan.assignments:
+                kind = "v100" if a.gpu_ids[0].startswith("v0") else "k80"
+                got[by_id[a.job_id].tenant] += by_id[a.job_id].rate(kind) / 20
+        assert got == pytest.approx(expected), choice
 
 
 # -- load balancing, fill, cadence -------------------------------------------------------------
@@ -360,3 +410,17 @@ def test_a_fill_is_charged_for_the_rest_of_the_quantum_only():
     assert fill.job_id != last.job_id
     passes = pol.state_dict()["local_pass"]
     assert passes[fill.job_id] == pytest.approx(0.9 * passes[last.job_id])
+
+
+@pytest.mark.parametrize("choice", ["job", "user"])
+def test_a_job_is_never_moved_to_a_type_it_cannot_run_on(choice):
+    """Jobs of one user and size share what a type would offer them, but not a job's own
+    rate: one that cannot run on K80 stays on V100 (and nothing divides by its 0 rate)."""
+    jobs = [job(f"p{i}", "A", 1, {"v100": 4.0, "k80": 1.0}) for i in range(3)] + \
+        [job("q", "A", 1, {"v100": 4.0})]
+    nodes = (Node("v0", "v100", 1), Node("k0", "k80", 4))
+    pol = policy(type_choice=choice)
+    _, _, plans = run(pol, ClusterState(0.0, nodes=nodes, jobs=tuple(jobs)), 12)
+    assert pol.home["q"].pool == "v100"
+    assert all(not a.gpu_ids[0].startswith("k0") for p in plans for a in p.assignments
+               if a.job_id == "q")

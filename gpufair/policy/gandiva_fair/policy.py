@@ -71,6 +71,10 @@ class GandivaFairOptions:
     trade_threshold: float = setting(
         0.10, "trade only when the buyer's speedup beats the seller's by more than this"
         " share", ge=0.0, le=1e6)
+    type_choice: str = setting(
+        "user", "job: a job goes (and moves) to the type where its own expected rate is"
+        " highest (the paper's rule); user: where its user's total rate gains most (keeps a"
+        " user's slower entitlement in use)", choices=("job", "user"))
     gpu_rank: tuple[str, ...] = setting(
         (), "GPU types fastest first, to break ties; unlisted types rank below, by measured"
             " rates")
@@ -317,12 +321,18 @@ class GandivaFairPolicy(PolicyBase):
             if not queues[user]:
                 del queues[user]
             best = None
+            totals = self._user_rates(jobs, user) if self._by_user else {}
             for name, pool in pools.items():
                 choice = self._prospect(job, pool)
                 if choice is None:
                     continue
                 share, servers = choice
-                key = (job.rate(name) * share, rank[name])
+                value = job.rate(name) * share
+                if self._by_user:
+                    value = pool.fraction(user, job.gpus) * (totals.get(name, 0.0) +
+                                                             job.rate(name)) - \
+                        pool.fraction(user) * totals.get(name, 0.0)
+                key = (value, rank[name])
                 if best is None or key > best[0]:
                     best = (key, name, servers)
             if best is None:
@@ -331,6 +341,19 @@ class GandivaFairPolicy(PolicyBase):
             self._make_home(job.id, name, servers)
             pools[name].add(job.tenant, spread(job, servers, pools[name].caps))
             placed[user] += job.gpus
+
+    @property
+    def _by_user(self) -> bool:
+        return self.options.type_choice == "user"
+
+    def _user_rates(self, jobs, user: str) -> dict[str, float]:
+        """The sum of the measured rates of the user's jobs homed in each pool."""
+        out: dict[str, float] = {}
+        for job_id, home in self.home.items():
+            job = jobs[job_id]
+            if job.tenant == user:
+                out[home.pool] = out.get(home.pool, 0.0) + job.rate(home.pool)
+        return out
 
     def _prospect(self, job: Job, pool: PoolView) -> tuple[float, tuple[str, ...]] | None:
         """(expected share of time, servers) if the job joined this pool now: its user's
@@ -381,6 +404,7 @@ class GandivaFairPolicy(PolicyBase):
         per_gpu = {n: p.per_gpu() for n, p in pools.items()}
         loads = {n: p.loads(per_gpu[n]) for n, p in pools.items()}
         cache: dict[tuple[str, int, str], tuple[float, tuple[str, ...]] | None] = {}
+        totals: dict[str, dict[str, float]] = {}
         best = None
         for job_id, home in sorted(self.home.items(), key=lambda kv: kv[1].seq):
             job = jobs[job_id]
@@ -392,8 +416,8 @@ class GandivaFairPolicy(PolicyBase):
             here = job.rate(home.pool) * min(1.0, mine / load if load > 0 else 1.0)
             plain = job.allowed_nodes is None and job.nodes is None
             for name, other in pools.items():
-                if name == home.pool:
-                    continue
+                if name == home.pool or job.rate(name) <= 0:
+                    continue   # (the cache below is per user and size, not per job)
                 key = (job.tenant, job.gpus, name)
                 if plain and key in cache:
                     found = cache[key]
@@ -403,8 +427,13 @@ class GandivaFairPolicy(PolicyBase):
                         cache[key] = found
                 if found is None:
                     continue
-                there = job.rate(name) * found[0]
-                gain = there / here - 1 if here > 0 else math.inf
+                if self._by_user:
+                    if job.tenant not in totals:
+                        totals[job.tenant] = self._user_rates(jobs, job.tenant)
+                    gain = self._user_gain(job, pool, other, totals[job.tenant])
+                else:
+                    there = job.rate(name) * found[0]
+                    gain = there / here - 1 if here > 0 else math.inf
                 if gain > self.options.hetero_threshold and \
                         (best is None or (gain, rank[name]) > best[0]):
                     best = ((gain, rank[name]), job, name, found[1])
@@ -413,6 +442,19 @@ class GandivaFairPolicy(PolicyBase):
         _, job, name, servers = best
         self._move(job, pools, name, servers, now)
         return 1
+
+    @staticmethod
+    def _user_gain(job: Job, src: PoolView, dst: PoolView, totals: Mapping[str, float]
+                   ) -> float:
+        """The change of the user's total rate (sum over its jobs of measured rate x share
+        of time) if ``job`` moved from ``src`` to ``dst``, in units of the job's rate there:
+        a move pays when it adds at least ``hetero_threshold`` of one job running there."""
+        user, size = job.tenant, job.gpus
+        here, there = totals.get(src.name, 0.0), totals.get(dst.name, 0.0)
+        before = src.fraction(user) * here + dst.fraction(user) * there
+        after = src.fraction(user, -size) * (here - job.rate(src.name)) + \
+            dst.fraction(user, size) * (there + job.rate(dst.name))
+        return (after - before) / job.rate(dst.name)
 
     def _balance(self, jobs, pool: PoolView, pools, now: float) -> bool:
         """One small job from the most to the least ticket-loaded server, when their gap

@@ -49,8 +49,10 @@ class PoolView:
         self.weights = np.array([max(entitlement.get(u, 0.0), NO_ENTITLEMENT)
                                  for u in self.users])
         self.gpus = np.zeros((len(self.servers), len(self.users)))   # GPUs by server, user
+        self._fractions: dict[tuple[str, int], float] = {}
 
     def add(self, user: str, parts: Mapping[str, int], sign: int = 1) -> None:
+        self._fractions.clear()
         column = self.user_index[user]
         for server, count in parts.items():
             self.gpus[self.index[server], column] += sign * count
@@ -71,6 +73,24 @@ class PoolView:
         for u, t in effective.items():
             out[self.user_index[u]] = t / present[u]
         return out
+
+    def fraction(self, user: str, delta: int = 0) -> float:
+        """The share of time the user's jobs here would run if its demand changed by
+        ``delta`` GPUs: its water-filled GPUs over its demand (servers balanced)."""
+        key = (user, delta)
+        if key not in self._fractions:
+            demands = self.demands()
+            demands[self.user_index[user]] += delta
+            mine = float(demands[self.user_index[user]])
+            if mine <= 0:
+                self._fractions[key] = 0.0
+            else:
+                present = {u: float(demands[i]) for i, u in enumerate(self.users)
+                           if demands[i] > 0}
+                weights = {u: float(self.weights[self.user_index[u]]) for u in present}
+                share, _ = water_fill(float(self.capacity), weights, present)
+                self._fractions[key] = min(1.0, share[user] / mine)
+        return self._fractions[key]
 
     def loads(self, per_gpu: np.ndarray) -> np.ndarray:
         """Eq. (2) for every server."""

@@ -91,8 +91,9 @@ def trade_round(ent: Entitlements, speedups: Mapping[tuple[str, str], Mapping[st
     """At most one trade per (fast, slow) pair: the buyer is the bidder with the highest
     speedup who still has slow GPUs to pay with and jobs to use one more fast GPU (``demand``:
     the GPUs its jobs ask for), the seller the one with the lowest speedup who still has a
-    fast GPU. No trade unless the buyer's speedup beats the seller's by more
-    than ``threshold`` (relative) and the buyer can pay the price. ``speedups`` is ordered
+    fast GPU and jobs enough to use the slow GPUs it is paid (else it would lose by it). No
+    trade unless the buyer's speedup beats the seller's by more than ``threshold``
+    (relative) and the buyer can pay the price. ``speedups`` is ordered
     by the caller (fast types first); changes ``ent`` in place."""
     made = []
     for (fast, slow), sigma in speedups.items():
@@ -113,6 +114,8 @@ def trade_round(ent: Entitlements, speedups: Mapping[tuple[str, str], Mapping[st
         price = second_price(bidders, buyer, seller)
         if ent[buyer][slow] < price - 1e-9:
             continue
+        if demand.get(seller, 0) < sum(ent[seller].values()) - 1 + price - 1e-9:
+            continue   # it could not use the slow GPUs it is paid: the trade would cost it
         trade = Trade(now, fast, slow, buyer, seller, price)
         _apply(ent, trade)
         made.append(trade)
