@@ -311,6 +311,7 @@ class GandivaFairPolicy(PolicyBase):
             if job.id not in self.home:
                 queues.setdefault(job.tenant, deque()).append(job)
         placed = {u: 0.0 for u in queues}
+        rates = self._user_rates(jobs) if self._by_user and queues else {}
         for job_id in self.home:
             if jobs[job_id].tenant in placed:
                 placed[jobs[job_id].tenant] += jobs[job_id].gpus
@@ -321,7 +322,7 @@ class GandivaFairPolicy(PolicyBase):
             if not queues[user]:
                 del queues[user]
             best = None
-            totals = self._user_rates(jobs, user) if self._by_user else {}
+            totals = rates.setdefault(user, {})
             for name, pool in pools.items():
                 choice = self._prospect(job, pool)
                 if choice is None:
@@ -341,18 +342,19 @@ class GandivaFairPolicy(PolicyBase):
             self._make_home(job.id, name, servers)
             pools[name].add(job.tenant, spread(job, servers, pools[name].caps))
             placed[user] += job.gpus
+            totals[name] = totals.get(name, 0.0) + job.rate(name)
 
     @property
     def _by_user(self) -> bool:
         return self.options.type_choice == "user"
 
-    def _user_rates(self, jobs, user: str) -> dict[str, float]:
-        """The sum of the measured rates of the user's jobs homed in each pool."""
-        out: dict[str, float] = {}
+    def _user_rates(self, jobs) -> dict[str, dict[str, float]]:
+        """User -> pool -> the sum of the measured rates of its jobs homed there."""
+        out: dict[str, dict[str, float]] = {}
         for job_id, home in self.home.items():
             job = jobs[job_id]
-            if job.tenant == user:
-                out[home.pool] = out.get(home.pool, 0.0) + job.rate(home.pool)
+            mine = out.setdefault(job.tenant, {})
+            mine[home.pool] = mine.get(home.pool, 0.0) + job.rate(home.pool)
         return out
 
     def _prospect(self, job: Job, pool: PoolView) -> tuple[float, tuple[str, ...]] | None:
@@ -404,7 +406,7 @@ class GandivaFairPolicy(PolicyBase):
         per_gpu = {n: p.per_gpu() for n, p in pools.items()}
         loads = {n: p.loads(per_gpu[n]) for n, p in pools.items()}
         cache: dict[tuple[str, int, str], tuple[float, tuple[str, ...]] | None] = {}
-        totals: dict[str, dict[str, float]] = {}
+        totals = self._user_rates(jobs) if self._by_user else {}
         best = None
         for job_id, home in sorted(self.home.items(), key=lambda kv: kv[1].seq):
             job = jobs[job_id]
@@ -428,8 +430,6 @@ class GandivaFairPolicy(PolicyBase):
                 if found is None:
                     continue
                 if self._by_user:
-                    if job.tenant not in totals:
-                        totals[job.tenant] = self._user_rates(jobs, job.tenant)
                     gain = self._user_gain(job, pool, other, totals[job.tenant])
                 else:
                     there = job.rate(name) * found[0]
