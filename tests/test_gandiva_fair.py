@@ -451,3 +451,16 @@ def test_lottery_with_backfilling_is_unfair_where_stride_is_exact():
         job(j, j[0], n) for j, n in jobs.items()))
     stride, _, _ = run(policy(), state, 102)    # 17 cycles of 6 quanta
     assert (stride["C1"] + stride["C2"]) / 204 == pytest.approx(1 / 6)
+
+
+def test_job_ids_that_look_like_servers_or_aggregates_are_just_jobs():
+    """Ids come from users' resource managers: a job named like a server (or like the
+    aggregate keys of older versions) is scheduled as any other, and survives a restart."""
+    jobs = [job("s", "A", 1), job("@s", "A", 1), job("@t", "B", 2)]
+    nodes = (Node("s", "v100", 1), Node("t", "v100", 1))
+    pol = policy()
+    ran, state, _ = run(pol, ClusterState(0.0, nodes=nodes, jobs=tuple(jobs)), 8)
+    again = policy()
+    again.load_state_dict(json.loads(json.dumps(pol.state_dict())))
+    assert run(again, state, 4)[2] == run(pol, state, 4)[2]
+    assert set(ran) == {"s", "@s", "@t"}   # the 2-GPU "@t" spans both servers

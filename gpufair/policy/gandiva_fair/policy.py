@@ -111,8 +111,9 @@ class GandivaFairPolicy(PolicyBase):
         self._seq = 0
         self.home: dict[str, Home] = {}
         self.local_pass: dict[str, float] = {}
-        self.central_pass: dict[str, float] = {}
-        self.central_seq: dict[str, int] = {}
+        self.central_pass: dict[str, float] = {}     # large jobs
+        self.agg_pass: dict[str, float] = {}         # server -> its aggregate's pass
+        self.agg_seq: dict[str, int] = {}
         self.selection: dict[str, tuple[str, ...]] = {}
         self.charged_aggs: set[str] = set()
         self.step_at: float | None = None
@@ -130,7 +131,7 @@ class GandivaFairPolicy(PolicyBase):
             "seq": self._seq,
             "home": {j: [h.pool, list(h.servers), h.seq] for j, h in self.home.items()},
             "local_pass": dict(self.local_pass), "central_pass": dict(self.central_pass),
-            "central_seq": dict(self.central_seq),
+            "agg_pass": dict(self.agg_pass), "agg_seq": dict(self.agg_seq),
             "selection": {j: list(g) for j, g in self.selection.items()},
             "charged_aggs": sorted(self.charged_aggs), "step_at": self.step_at,
             "moved_at": dict(self.moved_at), "trades": [t.as_dict() for t in self.trades],
@@ -142,7 +143,8 @@ class GandivaFairPolicy(PolicyBase):
         self.home = {j: Home(str(p), tuple(s), int(q)) for j, (p, s, q) in data["home"].items()}
         self.local_pass = {k: float(v) for k, v in data["local_pass"].items()}
         self.central_pass = {k: float(v) for k, v in data["central_pass"].items()}
-        self.central_seq = {k: int(v) for k, v in data["central_seq"].items()}
+        self.agg_pass = {k: float(v) for k, v in data["agg_pass"].items()}
+        self.agg_seq = {k: int(v) for k, v in data["agg_seq"].items()}
         self.selection = {j: tuple(g) for j, g in data["selection"].items()}
         self.charged_aggs = set(data["charged_aggs"])
         self.step_at = None if data["step_at"] is None else float(data["step_at"])
@@ -251,10 +253,8 @@ class GandivaFairPolicy(PolicyBase):
     def _forget(self, jobs: Mapping[str, Job]) -> None:
         for table in (self.home, self.local_pass, self.central_pass, self.selection,
                       self.moved_at):
-            for key in [k for k in table if k not in jobs and not k.startswith("@")]:
+            for key in [k for k in table if k not in jobs]:
                 del table[key]
-        for key in [k for k in self.central_seq if k not in jobs and not k.startswith("@")]:
-            del self.central_seq[key]
 
     def _usable(self, job: Job, pool: str, servers: tuple[str, ...], pool_servers,
                 caps) -> bool:
@@ -288,7 +288,6 @@ class GandivaFairPolicy(PolicyBase):
         self.home.pop(job_id, None)
         self.local_pass.pop(job_id, None)
         self.central_pass.pop(job_id, None)
-        self.central_seq.pop(job_id, None)
         self.selection.pop(job_id, None)
 
     def _pools(self, jobs, pool_servers, caps, users, ent) -> dict[str, PoolView]:
@@ -517,27 +516,24 @@ class GandivaFairPolicy(PolicyBase):
                 if e.pass_ is None:
                     e.pass_ = floor
                     self.local_pass[e.key] = floor
+        for server in [s for s in self.agg_pass if s in pool.index and s not in small]:
+            del self.agg_pass[server]     # no small jobs left: it joins afresh later
         central = large + [
-            Entry("@" + s, 0, pool.caps[s] / sum(e.size / e.stride for e in entries),
-                  self.central_pass.get("@" + s), self._agg_seq(s), (s,))
+            Entry(s, 0, pool.caps[s] / sum(e.size / e.stride for e in entries),
+                  self.agg_pass.get(s), self._agg_seq(s), (s,), aggregate=True)
             for s, entries in small.items()]
-        live = {e.key for e in central}
-        for key in [k for k in self.central_pass if k.startswith("@") and
-                    k[1:] in pool.index and k not in live]:
-            del self.central_pass[key]
         floor = join_pass(e.pass_ for e in central if e.pass_ is not None)
         for e in central:
             if e.pass_ is None:
                 e.pass_ = floor
-                self.central_pass[e.key] = floor
+                (self.agg_pass if e.aggregate else self.central_pass)[e.key] = floor
         return central, small
 
     def _agg_seq(self, server: str) -> int:
-        key = "@" + server
-        if key not in self.central_seq or key not in self.central_pass:
-            self.central_seq[key] = self._seq
+        if server not in self.agg_seq or server not in self.agg_pass:
+            self.agg_seq[server] = self._seq
             self._seq += 1
-        return self.central_seq[key]
+        return self.agg_seq[server]
 
     @staticmethod
     def _blocked(jobs) -> set[str]:
@@ -582,8 +578,8 @@ class GandivaFairPolicy(PolicyBase):
             central, small = self._entries(jobs, pool)
             picks: list[tuple[Entry, Entry | None]] = []    # (job entry, its aggregate)
             for entry in central_select(central, pool.servers):
-                if entry.key.startswith("@"):
-                    server = entry.key[1:]
+                if entry.aggregate:
+                    server = entry.key
                     local = gang_stride(small[server], pool.caps[server], charge=0)
                     picks += [(e, entry) for e in local]
                 else:
@@ -601,7 +597,7 @@ class GandivaFairPolicy(PolicyBase):
                 else:
                     self.local_pass[entry.key] += entry.stride
                     if agg.key not in self.charged_aggs:
-                        self.central_pass[agg.key] += agg.stride
+                        self.agg_pass[agg.key] += agg.stride
                         self.charged_aggs.add(agg.key)
         self.step_at = now
         self.quanta += 1
@@ -634,7 +630,7 @@ class GandivaFairPolicy(PolicyBase):
             return
         for pool in pools.values():
             central, small = self._entries(jobs, pool)
-            aggs = {e.key: e for e in central}
+            aggs = {e.key: e for e in central if e.aggregate}
             for server, entries in small.items():
                 free = sum(1 for g in layout.gpus_of[server] if g not in used)
                 waiting = [e for e in entries if e.key not in kept]
@@ -650,7 +646,7 @@ class GandivaFairPolicy(PolicyBase):
                     used.update(gpus)
                     self.selection[job.id] = gpus
                     self.local_pass[entry.key] += entry.stride * rest
-                    agg = aggs["@" + server]
+                    agg = aggs[server]
                     if agg.key not in self.charged_aggs:
-                        self.central_pass[agg.key] += agg.stride * rest
+                        self.agg_pass[agg.key] += agg.stride * rest
                         self.charged_aggs.add(agg.key)

@@ -23,6 +23,7 @@ class Entry:
     pass_: float
     seq: int                  # arrival order: the tie-break
     servers: tuple[str, ...] = ()   # the servers it needs whole (central scheduler)
+    aggregate: bool = False   # a server's small jobs as one (``key`` is then the server)
 
 
 def order_key(entry: Entry) -> tuple[object, int]:
