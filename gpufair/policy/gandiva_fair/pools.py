@@ -103,16 +103,17 @@ class PoolView:
         demands[self.user_index[user]] += size
         return self.per_gpu(demands)
 
-    def choose(self, job: Job, loads: np.ndarray, exclude: str | None = None
-               ) -> tuple[str, ...] | None:
+    def choose(self, job: Job, loads: np.ndarray) -> tuple[str, ...] | None:
         """The least ticket-loaded servers the job may use (Algorithm 2 lines 9-11): one
         that holds the whole gang if any, else the k least loaded whose GPUs add up to it;
         with a node count, that many servers with room for an equal part each."""
-        allowed = self.servers if job.allowed_nodes is None else \
-            [s for s in self.servers if s in set(job.allowed_nodes)]
-        if exclude is not None:
-            allowed = [s for s in allowed if s != exclude]
-        order = sorted(allowed, key=lambda s: (loads[self.index[s]], self.index[s]))
+        if job.allowed_nodes is None and not job.nodes:
+            fits = self.cap >= job.gpus
+            if fits.any():   # one server holds it: the least loaded (first on a tie)
+                return (self.servers[int(np.argmin(np.where(fits, loads, np.inf)))],)
+        allowed = None if job.allowed_nodes is None else set(job.allowed_nodes)
+        order = [self.servers[i] for i in np.argsort(loads, kind="stable")
+                 if allowed is None or self.servers[i] in allowed]   # ties: server order
         if job.nodes:
             if job.gpus % job.nodes:
                 return None
