@@ -464,3 +464,28 @@ def test_job_ids_that_look_like_servers_or_aggregates_are_just_jobs():
     again.load_state_dict(json.loads(json.dumps(pol.state_dict())))
     assert run(again, state, 4)[2] == run(pol, state, 4)[2]
     assert set(ran) == {"s", "@s", "@t"}   # the 2-GPU "@t" spans both servers
+
+
+def test_jobs_found_running_keep_their_gpus_unless_split_needlessly():
+    """A job first seen running (started before gpufair, or by the resource manager) keeps
+    exactly the GPUs it holds when that is a home Gandiva_fair could have chosen: no
+    restart. A gang split over two servers although one would hold it is homed on one
+    server (a split home would block both servers whole in every quantum it runs)."""
+    nodes = (Node("s1", "v100", 4), Node("s2", "v100", 4), Node("s3", "v100", 2),
+             Node("s4", "v100", 2))
+    running = lambda jid, user, gpus: replace(  # noqa: E731
+        job(jid, user, len(gpus)), state=JobState.RUNNING, gpus_held=gpus)
+    jobs = (running("whole", "A", ("s1:1", "s1:2")),
+            running("split", "B", ("s1:3", "s2:0", "s2:1")),
+            job("other", "A", 1))
+    pol = policy()
+    plan = pol.schedule(ClusterState(0.0, nodes=nodes, jobs=jobs), 0.0)
+    placed = {a.job_id: a.gpu_ids for a in plan.assignments}
+    assert placed["whole"] == ("s1:1", "s1:2")
+    assert len({g.split(":")[0] for g in placed["split"]}) == 1
+    # a 6-GPU gang can only span servers: found on s3+s1 (2 + 4) it stays exactly there
+    big = (running("big", "C", ("s3:0", "s3:1", "s1:0", "s1:1", "s1:2", "s1:3")),)
+    pol = policy()
+    plan = pol.schedule(ClusterState(0.0, nodes=nodes, jobs=big), 0.0)
+    assert plan.assignments[0].gpu_ids == big[0].gpus_held
+    assert pol.home["big"].parts == {"s3": 2, "s1": 4}

@@ -82,11 +82,15 @@ class GandivaFairOptions:
 
 @dataclass
 class Home:
-    """Where a job lives: its GPU type's pool and its server(s)."""
+    """Where a job lives: its GPU type's pool and its GPUs on each of its servers."""
 
     pool: str
-    servers: tuple[str, ...]
+    parts: dict[str, int]
     seq: int
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        return tuple(self.parts)
 
 
 class GandivaFairPolicy(PolicyBase):
@@ -129,7 +133,8 @@ class GandivaFairPolicy(PolicyBase):
         continues the same stride sequence instead of starting every pass again at 0."""
         return {
             "seq": self._seq,
-            "home": {j: [h.pool, list(h.servers), h.seq] for j, h in self.home.items()},
+            "home": {j: [h.pool, [[s, n] for s, n in h.parts.items()], h.seq]
+                     for j, h in self.home.items()},
             "local_pass": dict(self.local_pass), "central_pass": dict(self.central_pass),
             "agg_pass": dict(self.agg_pass), "agg_seq": dict(self.agg_seq),
             "selection": {j: list(g) for j, g in self.selection.items()},
@@ -140,7 +145,8 @@ class GandivaFairPolicy(PolicyBase):
 
     def load_state_dict(self, data: Mapping[str, Any]) -> None:
         self._seq = int(data["seq"])
-        self.home = {j: Home(str(p), tuple(s), int(q)) for j, (p, s, q) in data["home"].items()}
+        self.home = {j: Home(str(p), {str(s): int(n) for s, n in parts}, int(q))
+                     for j, (p, parts, q) in data["home"].items()}
         self.local_pass = {k: float(v) for k, v in data["local_pass"].items()}
         self.central_pass = {k: float(v) for k, v in data["central_pass"].items()}
         self.agg_pass = {k: float(v) for k, v in data["agg_pass"].items()}
@@ -256,32 +262,40 @@ class GandivaFairPolicy(PolicyBase):
             for key in [k for k in table if k not in jobs]:
                 del table[key]
 
-    def _usable(self, job: Job, pool: str, servers: tuple[str, ...], pool_servers,
-                caps) -> bool:
+    @staticmethod
+    def _usable(job: Job, pool: str, parts: Mapping[str, int], pool_servers, caps) -> bool:
         names = set(pool_servers.get(pool, ()))
-        return bool(servers) and all(s in names for s in servers) and job.rate(pool) > 0 \
-            and (job.allowed_nodes is None or set(servers) <= set(job.allowed_nodes)) \
-            and sum(caps[s] for s in servers) >= job.gpus
+        return bool(parts) and all(s in names and n <= caps[s] for s, n in parts.items()) \
+            and job.rate(pool) > 0 and sum(parts.values()) == job.gpus \
+            and (job.allowed_nodes is None or set(parts) <= set(job.allowed_nodes))
 
     def _check_homes(self, jobs, pool_servers, caps) -> None:
         """Jobs whose home went away (server down, type no longer allowed) are placed
         again; a job first seen running keeps the servers it runs on when it may."""
         for job_id, home in list(self.home.items()):
-            if not self._usable(jobs[job_id], home.pool, home.servers, pool_servers, caps):
+            if not self._usable(jobs[job_id], home.pool, home.parts, pool_servers, caps):
                 self._unhome(job_id)
         type_by_node = {s: t for t, names in pool_servers.items() for s in names}
         for job in jobs.values():
             if job.id in self.home or not job.gpus_held:
                 continue
-            servers = tuple(dict.fromkeys(node_of(g) for g in job.gpus_held))
-            kinds = {type_by_node.get(s) for s in servers}
-            if len(kinds) == 1 and None not in kinds and len(job.gpus_held) == job.gpus:
-                pool = kinds.pop()
-                if self._usable(job, pool, servers, pool_servers, caps):
-                    self._make_home(job.id, pool, servers)
+            parts: dict[str, int] = {}
+            for gpu in job.gpus_held:
+                parts[node_of(gpu)] = parts.get(node_of(gpu), 0) + 1
+            kinds = {type_by_node.get(s) for s in parts}
+            if len(kinds) != 1 or None in kinds:
+                continue
+            pool = kinds.pop()
+            # a gang split over servers when one would hold it is placed afresh (a split
+            # home would block all its servers each quantum it runs)
+            one = any(caps[s] >= job.gpus for s in pool_servers[pool]
+                      if job.allowed_nodes is None or s in job.allowed_nodes)
+            if (len(parts) == 1 or not one or job.nodes == len(parts)) and \
+                    self._usable(job, pool, parts, pool_servers, caps):
+                self._make_home(job.id, pool, parts)
 
-    def _make_home(self, job_id: str, pool: str, servers: tuple[str, ...]) -> None:
-        self.home[job_id] = Home(pool, servers, self._seq)
+    def _make_home(self, job_id: str, pool: str, parts: dict[str, int]) -> None:
+        self.home[job_id] = Home(pool, parts, self._seq)
         self._seq += 1
 
     def _unhome(self, job_id: str) -> None:
@@ -296,7 +310,7 @@ class GandivaFairPolicy(PolicyBase):
                  for t, names in pool_servers.items()}
         for job_id, home in self.home.items():
             job = jobs[job_id]
-            pools[home.pool].add(job.tenant, spread(job, home.servers, caps))
+            pools[home.pool].add(job.tenant, home.parts)
         return pools
 
     def _place_new(self, jobs, pools: dict[str, PoolView], rank,
@@ -338,8 +352,9 @@ class GandivaFairPolicy(PolicyBase):
             if best is None:
                 continue   # no type can ever hold it: it waits (larger than the cluster)
             _, name, servers = best
-            self._make_home(job.id, name, servers)
-            pools[name].add(job.tenant, spread(job, servers, pools[name].caps))
+            parts = spread(job, servers, pools[name].caps)
+            self._make_home(job.id, name, parts)
+            pools[name].add(job.tenant, parts)
             placed[user] += job.gpus
             totals[name] = totals.get(name, 0.0) + job.rate(name)
 
@@ -380,11 +395,12 @@ class GandivaFairPolicy(PolicyBase):
     def _move(self, job: Job, pools, to_pool: str, servers: tuple[str, ...], now: float
               ) -> None:
         home = self.home[job.id]
-        pools[home.pool].add(job.tenant, spread(job, home.servers, pools[home.pool].caps), -1)
+        pools[home.pool].add(job.tenant, home.parts, -1)
         seq = home.seq
         self._unhome(job.id)
-        self.home[job.id] = Home(to_pool, servers, seq)
-        pools[to_pool].add(job.tenant, spread(job, servers, pools[to_pool].caps))
+        parts = spread(job, servers, pools[to_pool].caps)
+        self.home[job.id] = Home(to_pool, parts, seq)
+        pools[to_pool].add(job.tenant, parts)
         self.moved_at[job.id] = now
         self.migrations += 1
 
@@ -550,7 +566,7 @@ class GandivaFairPolicy(PolicyBase):
 
     def _gpus_for(self, job: Job, home: Home, pool: PoolView, used: set[str],
                   gpus_of: Mapping[str, tuple[str, ...]], type_of) -> tuple[str, ...] | None:
-        parts = spread(job, home.servers, pool.caps)
+        parts = home.parts
         held = tuple(job.gpus_held)
         on = {s: sum(1 for g in held if node_of(g) == s) for s in parts}
         if held and len(held) == job.gpus and on == parts and not used.intersection(held) \
