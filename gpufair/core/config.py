@@ -143,7 +143,8 @@ class Config:
 
     def policy_config(self, name: str | None = None, *, round_s: float | None = None,
                       seed: int | None = None, recompute_interval_s: float = 0.0,
-                      default_backend: str = "auto") -> PolicyConfig:
+                      default_backend: str = "auto",
+                      preempt_cost_s: float | None = None) -> PolicyConfig:
         """The policy's configuration: [daemon] round and seed unless the caller overrides
         them (a simulation's --round and --seed), [solver], and the policy's own options."""
         name = resolve_policy(name or self.daemon.policy)
@@ -156,7 +157,7 @@ class Config:
             seed=self.daemon.seed if seed is None else seed,
             solver_backend=self.solver.backend or default_backend,
             solver_time_limit_s=self.solver.time_limit_s, solver_threads=self.solver.threads,
-            options=options, options_source=self.source)
+            options=options, options_source=self.source, preempt_cost_s=preempt_cost_s)
 
 
 def load_config(path: str | Path | None) -> Config:

@@ -120,7 +120,7 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None,
     policy = create_policy(name, config.policy_config(
         name, round_s=spec.round_s, seed=spec.seed,
         recompute_interval_s=semantics.allocation_recompute_interval_s,
-        default_backend=semantics.lp_backend))
+        default_backend=semantics.lp_backend, preempt_cost_s=semantics.restart_overhead_s))
     rounds = Round(policy)
     bar = _progress_bar(len(sim.jobs), name, progress)
     decisions: list[float] = []
