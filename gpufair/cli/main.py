@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import NoReturn
 from gpufair.cli import config as config_cli
 from gpufair.cli import dry_run, profile, simulate, slurm
 from gpufair.errors import EXIT_INPUT, InputError, RefusedToStart
+
+EXIT_BROKEN_PIPE = 141
 
 
 class OneLineErrors(argparse.ArgumentParser):
@@ -63,7 +66,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()   # a closed pipe shows here, inside the handler, not at exit
+        return status
+    except BrokenPipeError:
+        # the reader went away (``gpufair simulate | head``): it took what it wanted. Point
+        # stdout at /dev/null so the interpreter's final flush stays quiet; 141 = SIGPIPE's
+        # shell status, what a plain Unix tool would have died with.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except InputError as exc:
         print(f"gpufair: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
