@@ -5,15 +5,15 @@ dry-run the daemon's decisions."""
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+import gpufair
+from gpufair.cli import admin, dry_run, profile, simulate, slurm
 from gpufair.cli import config as config_cli
-from gpufair.cli import dry_run, profile, simulate, slurm
 from gpufair.errors import EXIT_INPUT, InputError, RefusedToStart
 
 
@@ -39,10 +39,9 @@ class HelpWithDefaults(argparse.RawDescriptionHelpFormatter):
 
 
 def version() -> str:
-    try:
-        return importlib.metadata.version("gpufair")
-    except importlib.metadata.PackageNotFoundError:   # run from a source tree, not installed
-        return "unknown (not installed)"
+    """The one version string (``gpufair.__version__``, which the package metadata reads too),
+    so a source tree and an install agree."""
+    return gpufair.__version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log at INFO (solver fallbacks, skipped inputs) on stderr")
     parser.add_argument("--version", action="version", version=f"gpufair {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (simulate, config_cli, profile, slurm, dry_run):
+    for group in (simulate, config_cli, profile, slurm, dry_run, admin):
         group.add_parsers(sub)
     for command in (parser, *sub.choices.values()):
         command.formatter_class = HelpWithDefaults
