@@ -52,9 +52,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in (simulate, config_cli, profile, slurm, dry_run, admin):
         group.add_parsers(sub)
-    for command in (parser, *sub.choices.values()):
+    for command in every_parser(parser):
         command.formatter_class = HelpWithDefaults
     return parser
+
+
+def every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and its subcommands' parsers, nested ones too (``gpufair admin ...``)."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                found += every_parser(command)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
