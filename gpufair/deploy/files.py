@@ -68,26 +68,26 @@ def site_for(user: str = "slurm", group: str | None = None,
     try:
         entry = pwd.getpwnam(user)
     except KeyError:
-        raise InputError("--user", "no such user on this host (use SlurmUser, from "
-                         "`scontrol show config`)", value=user) from None
+        raise InputError("--user", f"no such user on this host: {user!r} (use SlurmUser, "
+                         "from `scontrol show config`)") from None
     if group is None:
         try:
             group = grp.getgrgid(entry.pw_gid).gr_name
         except KeyError:
-            raise InputError("--group", f"user {user}'s primary group has no name",
-                             value=entry.pw_gid) from None
+            raise InputError("--group", f"user {user}'s primary group {entry.pw_gid} has "
+                             "no name: give --group") from None
     else:
         try:
             grp.getgrnam(group)
         except KeyError:
-            raise InputError("--group", "no such group on this host", value=group) from None
+            raise InputError("--group", f"no such group on this host: {group!r}") from None
     if not _SAFE_PATH.fullmatch(hook_dir) or "//" in hook_dir or "/../" in hook_dir + "/":
-        raise InputError("--hook-dir", "expected an absolute path of letters, digits and "
-                         "._/@%+- (it is written into tmpfiles.d and the unit)", value=hook_dir)
+        raise InputError("--hook-dir", f"{hook_dir!r}: expected an absolute path of letters, "
+                         "digits and ._/@%+- (it is written into tmpfiles.d and the unit)")
     from gpufair.plugin import hooks
     for name, path in (("the interpreter", sys.executable), ("hooks.py", hooks.__file__)):
         if not path or "\n" in path:
-            raise InputError(name, "cannot be written into a shell env file", value=path)
+            raise InputError(name, f"{path!r} cannot be written into a shell env file")
     return Site(python=sys.executable, hooks_py=str(Path(hooks.__file__).absolute()),
                 user=user, group=group, uid=entry.pw_uid, hook_dir=hook_dir.rstrip("/") or "/")
 
