@@ -135,11 +135,13 @@ def test_root_daemon_with_a_non_root_slurm_user_gets_every_hook(base: Path) -> N
         wake.close()
 
 
-def test_root_slurm_user_and_root_daemon(base: Path) -> None:
+def test_root_slurm_user_and_root_daemon(base: Path, caplog: pytest.LogCaptureFixture) -> None:
     hook_dir = base / "gpufair"   # created by the daemon itself: root's, 0700
     wake = WakeSocket(hook_dir)
     try:
         assert stat.S_IMODE(hook_dir.stat().st_mode) == 0o700
+        # fine for a root SlurmUser; a non-root one would need tmpfiles.d: the log says so
+        assert "created the hook directory" in caplog.text and "tmpfiles.d" in caplog.text
         hook("prolog", hook_dir, "1")
         hook("epilog-slurmctld", hook_dir, "2")
         as_user(STRANGER, lambda: hook("epilog", hook_dir, "3"))

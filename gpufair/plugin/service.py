@@ -96,6 +96,7 @@ def _serve_dry(config: Config, adapter: ResourceManager, policy: str | None,
     existing = config.store.path if Path(config.store.path).is_file() else None
     with scratch_copy(existing) as store:
         scratch = Path(store.path).parent
+        (scratch / "hooks").mkdir(mode=0o700)   # private: nobody else's hooks come here
         config = replace(config, daemon=replace(
             config.daemon, hook_dir=str(scratch / "hooks"), event_listen=None,
             event_key_file=None))

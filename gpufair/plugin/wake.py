@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import grp
+import logging
 import os
 import pwd
 import socket
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpufair.errors import RefusedToStart
+
+log = logging.getLogger("gpufair.daemon")
 
 WAKE_SOCKET = "wake.sock"
 _CREDS = struct.Struct("3i")   # struct ucred: pid, uid, gid
@@ -104,6 +107,12 @@ def prepare_hook_dir(directory: Path) -> tuple[int, int]:
         if not directory.is_dir():
             directory.mkdir(parents=True, exist_ok=True)
             directory.chmod(0o700)
+            if os.geteuid() == 0:
+                log.warning("created the hook directory %s as root: a non-root SlurmUser's "
+                            "PrologSlurmctld/EpilogSlurmctld cannot write there; create it "
+                            "owned by SlurmUser (the tmpfiles.d line of `gpufair admin "
+                            "write-files`)", directory,
+                            extra={"fields": {"event": "hook_dir_created_as_root"}})
         if not os.access(directory, os.W_OK | os.X_OK):
             raise PermissionError(errno.EACCES, f"not writable by uid {os.geteuid()}")
         info = directory.stat()
