@@ -74,7 +74,7 @@ def test_bad_config_is_named(tmp_path):
 
 def test_validate(tmp_path):
     from pathlib import Path
-    example = Path(__file__).resolve().parents[1] / "etc" / "snapshot.example.json"
+    example = Path(__file__).resolve().parents[1] / "gpufair" / "deploy" / "snapshot.example.json"
     proc = run_cli("validate", str(example))
     assert proc.returncode == 0 and "ok" in proc.stdout
     bad = tmp_path / "bad.json"

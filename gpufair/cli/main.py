@@ -5,7 +5,6 @@ dry-run the daemon's decisions."""
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import logging
 import os
 import sys
@@ -13,8 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+import gpufair
+from gpufair.cli import admin, dry_run, profile, simulate, slurm
 from gpufair.cli import config as config_cli
-from gpufair.cli import dry_run, profile, simulate, slurm
 from gpufair.errors import EXIT_INPUT, InputError, RefusedToStart
 
 EXIT_BROKEN_PIPE = 141
@@ -42,10 +42,9 @@ class HelpWithDefaults(argparse.RawDescriptionHelpFormatter):
 
 
 def version() -> str:
-    try:
-        return importlib.metadata.version("gpufair")
-    except importlib.metadata.PackageNotFoundError:   # run from a source tree, not installed
-        return "unknown (not installed)"
+    """The one version string (``gpufair.__version__``, which the package metadata reads too),
+    so a source tree and an install agree."""
+    return gpufair.__version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,11 +53,21 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log at INFO (solver fallbacks, skipped inputs) on stderr")
     parser.add_argument("--version", action="version", version=f"gpufair {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (simulate, config_cli, profile, slurm, dry_run):
+    for group in (simulate, config_cli, profile, slurm, dry_run, admin):
         group.add_parsers(sub)
-    for command in (parser, *sub.choices.values()):
+    for command in every_parser(parser):
         command.formatter_class = HelpWithDefaults
     return parser
+
+
+def every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and its subcommands' parsers, nested ones too (``gpufair admin ...``)."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                found += every_parser(command)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
