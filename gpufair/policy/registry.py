@@ -18,6 +18,7 @@ BUILTIN = {
     "min_total_duration": "gpufair.policy.min_total_duration:MinTotalDurationPolicy",
     "themis": "gpufair.policy.themis.policy:ThemisPolicy",
     "shockwave": "gpufair.policy.shockwave.policy:ShockwavePolicy",
+    "afs": "gpufair.policy.afs.policy:AfsPolicy",
 }
 ALIASES = {"gavel": "max_min", "max_min_fairness": "max_min", "mst": "max_sum_throughput",
            "max_sum_throughput_perf": "max_sum_throughput", "ossp": "min_total_duration",
