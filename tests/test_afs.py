@@ -497,3 +497,69 @@ def test_scan_order_is_arrival_then_id() -> None:
     for order in itertools.permutations(jobs):
         assert sizes(afs(), one_server(1, *order)) == {"b": 1}
         assert set(sizes(afs(), one_server(2, *order))) == {"a", "b"}
+
+
+# -- the simulator runs elastic jobs at their held count, and charges resizes ----------------
+def elastic_sim(jobs: list[tuple[int, int, float]], *, gpus: int = 2,
+                resize_s: float | None = 10.0, elastic_flag: bool = True):
+    """Jobs (scale factor, steps, arrival) of one model with 1.0 it/s on 1 GPU and 1.6 on 2."""
+    from gpufair.adapters.simulator.engine import TraceSimulator
+    from gpufair.adapters.simulator.semantics import CLEAN
+    from gpufair.adapters.simulator.throughputs import Throughputs
+    from gpufair.adapters.simulator.trace import TraceJob
+    trace = [TraceJob(index=i, job_type="M", total_steps=steps, scale_factor=sf, arrival_s=at)
+             for i, (sf, steps, at) in enumerate(jobs)]
+    rates = Throughputs({"v100": {("M", 1): 1.0, ("M", 2): 1.6}}, {})
+    return TraceSimulator(trace, rates, (Node("n0", "v100", gpus),), CLEAN, 120.0,
+                          elastic=elastic_flag, resize_overhead_s=resize_s)
+
+
+def finish_times(sim, mode: str = "afs_l") -> dict[str, float]:
+    from gpufair.core.round import Round
+    from gpufair.core.simulation import run_to_end
+    assert run_to_end(sim, Round(afs(mode, network_packing=False)))
+    return {o.job_id: o.finish_s for o in sim.outcomes()}
+
+
+def test_an_elastic_job_alone_runs_at_its_max() -> None:
+    sim = elastic_sim([(2, 1600, 0.0)])
+    assert finish_times(sim) == {"0": pytest.approx(20.0 + 1600 / 1.6)}   # restart + work
+    assert sim.resizes() == 0
+
+
+def test_a_resize_costs_its_overhead_and_runs_at_the_new_rate() -> None:
+    """Hand-computed: A (2 GPUs max, 1600 steps) starts at 0 on 2 GPUs (20 s restart);
+    B (1 GPU, 100 steps) arrives at 200 and waits for the round at 240, where AFS gives
+    each one GPU: A has done (240-20)*1.6 = 352 steps, shrinks (10 s resize), runs at 1.0;
+    B starts (20 s) and ends at 360, a round boundary: A grows back (10 s) with
+    352 + 110 = 462 done, 1138 left at 1.6 it/s: it ends at 370 + 711.25."""
+    sim = elastic_sim([(2, 1600, 0.0), (1, 100, 200.0)])
+    got = finish_times(sim)
+    assert got == {"0": pytest.approx(370 + 1138 / 1.6), "1": pytest.approx(360.0)}
+    assert sim.resizes() == 2
+
+
+def test_rigid_simulation_refuses_resizes_and_bad_flags() -> None:
+    from gpufair.adapters.simulator.semantics import ARTIFACT
+    from gpufair.model import Resize
+    sim = elastic_sim([(2, 1600, 0.0)], resize_s=None, elastic_flag=False)
+    (result,) = sim.apply([Resize("0", ("n0:0",))])
+    assert not result.ok and "rigid" in result.detail
+    with pytest.raises(InputError, match="resize-overhead"):
+        elastic_sim([(2, 1600, 0.0)], resize_s=5.0, elastic_flag=False)
+    for bad in (-1.0, float("nan"), 1e9):
+        with pytest.raises(InputError, match="resize-overhead"):
+            elastic_sim([(2, 1600, 0.0)], resize_s=bad)
+    from gpufair.adapters.simulator.engine import TraceSimulator
+    with pytest.raises(InputError, match="clean"):
+        TraceSimulator(sim.jobs[0:1] and [sim.jobs[0].trace], sim._throughputs, sim.nodes,
+                       ARTIFACT, 120.0, elastic=True)
+
+
+def test_an_elastic_resize_outside_its_range_is_refused() -> None:
+    from gpufair.model import Resize, Start
+    sim = elastic_sim([(2, 1600, 0.0)], gpus=4)
+    assert sim.apply([Start("0", ("n0:0",))])[0].ok
+    bad = sim.apply([Resize("0", ("n0:0", "n0:1", "n0:2"))])[0]
+    assert not bad.ok and "1 to 2" in bad.detail
+    assert sim.apply([Resize("0", ("n0:0", "n0:1"))])[0].ok
