@@ -563,3 +563,49 @@ def test_an_elastic_resize_outside_its_range_is_refused() -> None:
     bad = sim.apply([Resize("0", ("n0:0", "n0:1", "n0:2"))])[0]
     assert not bad.ok and "1 to 2" in bad.detail
     assert sim.apply([Resize("0", ("n0:0", "n0:1"))])[0].ok
+
+
+# -- how min/max GPUs reach the model from Slurm, and the rates AFS then sees ----------------
+SLURM = __import__("pathlib").Path(__file__).parent / "data" / "slurm"
+
+
+def slurm_job4(comment: str) -> tuple[Job, tuple[str, ...]]:
+    import json
+
+    from gpufair.adapters.slurm.translate import translate
+    jobs = json.loads((SLURM / "squeue.json").read_text())
+    nodes = json.loads((SLURM / "sinfo.json").read_text())
+    jobs["jobs"][3]["comment"] = comment     # job 4: pending, asks gres:gpu:k80:4
+    view = translate(jobs, nodes, now=1795305510.0)
+    return view.state.job("4"), view.problems
+
+
+@pytest.mark.parametrize(("comment", "bounds"), [
+    ("gpufair:gpus=1-8", (1, 8)), ("train gpufair:checkpoint gpufair:gpus=2-4 x", (2, 4)),
+    ("", (None, None)), ("gpufair:gpus=4-4", (4, 4))])
+def test_slurm_comment_declares_min_and_max_gpus(comment: str, bounds: tuple) -> None:
+    job, problems = slurm_job4(comment)
+    assert (job.min_gpus, job.max_gpus) == bounds and problems == ()
+
+
+@pytest.mark.parametrize("comment", ["gpufair:gpus=8-2", "gpufair:gpus=0-4",
+                                     "gpufair:gpus=one-4", "gpufair:gpus=1-2",
+                                     "gpufair:gpus=1-4 gpufair:gpus=1-8", "gpufair:gpus=",
+                                     "gpufair:gpus=١-٤", "gpufair:gpus=1-99999999"])
+def test_a_bad_elastic_comment_is_reported_and_the_job_stays_rigid(comment: str) -> None:
+    job, problems = slurm_job4(comment)
+    assert (job.min_gpus, job.max_gpus) == (None, None) and job.gpus == 4
+    assert len(problems) == 1
+    assert "gpufair:gpus=" in problems[0] and "rigid job of 4 GPUs" in problems[0]
+
+
+def test_unmeasured_elastic_counts_scale_linearly_from_the_jobs_own() -> None:
+    from gpufair.core.enrich import with_default_profiles
+    job = Job(id="e", gpus=2, min_gpus=1, max_gpus=4,
+              throughput=ThroughputProfile({("v100", 2): 3.0, ("v100", 1): 2.0}))
+    rigid = Job(id="r", gpus=2, throughput=ThroughputProfile({("v100", 2): 3.0}))
+    state = with_default_profiles(ClusterState(0.0, nodes=(Node("n", "v100", 8),),
+                                               jobs=(job, rigid)))
+    assert dict(state.job("e").throughput.rates) == {("v100", 1): 2.0, ("v100", 2): 3.0,
+                                                     ("v100", 3): 4.5, ("v100", 4): 6.0}
+    assert dict(state.job("r").throughput.rates) == {("v100", 2): 3.0}
