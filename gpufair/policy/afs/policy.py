@@ -109,11 +109,11 @@ class AfsPolicy(PolicyBase):
         active.sort(key=lambda j: (j.arrival_s, j.id))   # the scan order (spec §2.7)
         pools, current = self._pools(state, active)
         self._scan = {j.id: i for i, j in enumerate(active)}
-        rng = random.Random(f"{self.config.seed}:{now!r}")
+        rng = self._rng(active)
         counts = self._allocate_all(pools, active, current, rng, {})
         cap = self.options.max_resizes_per_round
         if cap is not None:
-            counts = self._cap_resizes(pools, active, current, counts, cap, now)
+            counts = self._cap_resizes(pools, active, current, counts, cap)
         assignments: list[Assignment] = []
         layout = state.layout()
         by_id = {j.id: j for j in active}
@@ -127,6 +127,14 @@ class AfsPolicy(PolicyBase):
                     priorities={j.id: -float(rank) for rank, j in enumerate(ranked)},
                     reason=f"afs ({self.options.mode}): {len(assignments)} jobs, "
                            f"{sum(len(a.gpu_ids) for a in assignments)} GPUs")
+
+    def _rng(self, active: list[Job], pinned: Mapping[str, object] | None = None
+             ) -> random.Random:
+        """AFS-P's coins, seeded by the seed and the jobs decided on (not the clock): the
+        same jobs give the same decision, so a dry run of a saved snapshot shows exactly
+        what the daemon decides for them, whenever either runs."""
+        key = ",".join(j.id for j in active) + "|" + ",".join(sorted(pinned or {}))
+        return random.Random(f"{self.config.seed}:{key}")
 
     def _account(self, state: ClusterState, now: float) -> None:
         """Run time since the last call for every job holding GPUs (counted once per job,
@@ -156,6 +164,8 @@ class AfsPolicy(PolicyBase):
             pools[gpu_type] = _Pool(gpu_type, size, sizes, [])
         self._rungs = {}
         current: dict[str, tuple[str, int]] = {}
+        claimed = dict.fromkeys(pools, 0)
+        order = {t: i for i, t in enumerate(pools)}
         for job in active:
             rungs = {}
             for gpu_type, pool in pools.items():
@@ -172,8 +182,13 @@ class AfsPolicy(PolicyBase):
                 current[job.id] = (here, len(job.gpus_held))
             if not rungs:
                 continue
+            # home: where it runs; else the type where its first rung is fastest, and on a
+            # tie the one with the most GPUs not yet claimed by first rungs (spreads jobs
+            # of equal rates over the types instead of crowding the first)
             home = here if here in rungs else max(
-                rungs, key=lambda t: (rungs[t].rates[0], -list(pools).index(t)))
+                rungs, key=lambda t: (rungs[t].rates[0], pools[t].gpus - claimed[t],
+                                      -order[t]))
+            claimed[home] += rungs[home].counts[0]
             pools[home].jobs.append((job, rungs[home]))
         return pools, current
 
@@ -239,7 +254,7 @@ class AfsPolicy(PolicyBase):
 
     def _cap_resizes(self, pools: dict[str, _Pool], active: list[Job],
                      current: dict[str, tuple[str, int]], counts: dict[str, tuple[str, int]],
-                     cap: int, now: float) -> dict[str, tuple[str, int]]:
+                     cap: int) -> dict[str, tuple[str, int]]:
         """Hold the smallest resizes at their current size until at most ``cap`` remain.
 
         A resize is a running job that stays on its GPU type with another count it could
@@ -263,8 +278,8 @@ class AfsPolicy(PolicyBase):
             resized.sort(key=lambda k: (-abs(counts[k][1] - current[k][1]), self._scan[k]))
             for key in resized[cap:]:
                 pinned[key] = current[key]
-            rng = random.Random(f"{self.config.seed}:{now!r}:{len(pinned)}")
-            counts = self._allocate_all(pools, active, current, rng, pinned)
+            counts = self._allocate_all(pools, active, current, self._rng(active, pinned),
+                                        pinned)
 
 
 def _by_type(counts: Mapping[str, tuple[str, int]]) -> dict[str, dict[str, int]]:
