@@ -609,3 +609,15 @@ def test_unmeasured_elastic_counts_scale_linearly_from_the_jobs_own() -> None:
     assert dict(state.job("e").throughput.rates) == {("v100", 1): 2.0, ("v100", 2): 3.0,
                                                      ("v100", 3): 4.5, ("v100", 4): 6.0}
     assert dict(state.job("r").throughput.rates) == {("v100", 2): 3.0}
+
+
+def test_equal_lengths_make_the_scanned_job_the_shorter_one() -> None:
+    """Line 9 swaps on >=: with equal lengths the job scanned now plays j_a (the shorter),
+    and (3) is false for identical curves, so it keeps the priority. Two identical jobs on
+    three GPUs: one each, then the third goes to B (scanned after A); the same with lengths
+    unknown (both infinite)."""
+    thr = [0, 1, 1.6, 2.0]
+    assert afs_l([100, 100], [thr, thr], 3) == [1, 2]
+    assert reference_afs_l([100, 100], [thr, thr], 3) == [1, 2]
+    state = one_server(3, elastic("A", thr, None), elastic("B", thr, None, arrival=1))
+    assert sizes(afs(network_packing=False), state) == {"A": 1, "B": 2}
