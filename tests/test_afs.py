@@ -621,3 +621,22 @@ def test_equal_lengths_make_the_scanned_job_the_shorter_one() -> None:
     assert reference_afs_l([100, 100], [thr, thr], 3) == [1, 2]
     state = one_server(3, elastic("A", thr, None), elastic("B", thr, None, arrival=1))
     assert sizes(afs(network_packing=False), state) == {"A": 1, "B": 2}
+
+
+def test_simulate_elastic_from_the_command_line(capsys) -> None:
+    import json
+
+    from gpufair.cli.main import main
+    from gpufair.errors import EXIT_INPUT
+    args = ["simulate", "--trace", "demo_60jobs_16gpus", "--throughputs",
+            "tacc_throughputs_v100", "--cluster", "v100:16", "--gpus-per-server", "4",
+            "--policy", "afs", "--json", "-q"]
+    assert main([*args, "--elastic", "--resize-overhead", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["elastic"] is True and out["resizes"] > 0 and out["num_jobs"] == 60
+    assert main([*args, "--resize-overhead", "5"]) == EXIT_INPUT
+    assert "give --elastic too" in capsys.readouterr().err
+    assert main([*args, "--elastic", "--semantics", "artifact"]) == EXIT_INPUT
+    assert "clean" in capsys.readouterr().err
+    assert main([*args[:-2], "--json", "-q"]) == 0          # rigid: no elastic keys
+    assert "resizes" not in json.loads(capsys.readouterr().out)
