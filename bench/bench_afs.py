@@ -1,6 +1,6 @@
 """AFS (issue 18): average JCT on elastic variants of the shared traces, and per-round time.
 
-    python bench/bench_afs.py [--quick] [--resize-overhead S] [--unit S]
+    python bench/bench_afs.py [--quick] [--resize-overhead S] [--unit S] [--elastic-max N]
 
 Table 1 simulates each trace with ``--elastic`` (a job may run on 1 up to its scale factor of
 GPUs, at the counts the throughputs file measured) on V100 servers of 4 GPUs, clean
@@ -9,6 +9,8 @@ Themis and max-min, with AFS's reduction rates (baseline avg JCT / AFS avg JCT, 
 the paper's metric). Only AFS uses the elasticity; the others run every job at its requested
 gang, as the paper's SRTF/Tiresias-L baselines do. A resize costs ``--resize-overhead``
 seconds (default 20 s, a restart from a checkpoint as on Slurm; 0 is CoDDL's in-place resize).
+``--elastic-max N`` lets every job grow to N GPUs (as the paper's jobs grow to their model's
+peak); the baselines still run each job at its request.
 
 Table 2 times one cold AFS decision at 100 jobs / 64 GPUs and 1,000 jobs / 2,048 GPUs (elastic
 jobs at random points of their lives), median of 3, wall and CPU seconds (the machine is
@@ -78,14 +80,16 @@ def options_file(folder: Path, mode: str, unit_s: float) -> str:
     return str(path)
 
 
-def run(trace: str, gpus: int, policy: str, overhead: float, config: str | None):
+def run(trace: str, gpus: int, policy: str, overhead: float, config: str | None,
+        grow: int | None):
     return simulate(SimulationSpec(trace=trace, throughputs=str(data.path(THROUGHPUTS)),
                                    cluster=f"v100:{gpus}", gpus_per_server="4", policy=policy,
                                    round_s=ROUND_S, elastic=True, resize_overhead_s=overhead,
-                                   config=config), progress=False)
+                                   config=config, elastic_max=grow), progress=False)
 
 
-def jct_table(cases: tuple[Case, ...], overhead: float, unit_s: float) -> str:
+def jct_table(cases: tuple[Case, ...], overhead: float, unit_s: float,
+              grow: int | None = None) -> str:
     rows = [["trace", "AFS-L", "AFS-P", *BASELINES, "SRTF/AFS-L", "LAS/AFS-P",
              "Themis/AFS-P", "max-min/AFS-P", "resizes L/P"]]
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,8 +97,9 @@ def jct_table(cases: tuple[Case, ...], overhead: float, unit_s: float) -> str:
         configs = {m: options_file(folder, m, unit_s) for m in ("afs_l", "afs_p")}
         for case in cases:
             trace = trace_path(case, folder)
-            got = {m: run(trace, case.gpus, "afs", overhead, configs[m]) for m in configs}
-            got.update({b: run(trace, case.gpus, b, overhead, None) for b in BASELINES})
+            got = {m: run(trace, case.gpus, "afs", overhead, configs[m], grow)
+                   for m in configs}
+            got.update({b: run(trace, case.gpus, b, overhead, None, grow) for b in BASELINES})
             jct = {k: r.metrics.avg_jct_s for k, r in got.items()}
             rows.append([case.label, *(f"{jct[k]:.0f}" for k in ("afs_l", "afs_p", *BASELINES)),
                          f"{jct['srtf'] / jct['afs_l']:.2f}x", f"{jct['las'] / jct['afs_p']:.2f}x",
@@ -146,12 +151,15 @@ def main() -> int:
                         help="seconds per resize (default 20: restart from a checkpoint)")
     parser.add_argument("--unit", type=float, default=7200.0, dest="unit_s",
                         help="AFS-P unit of run time (default 7200 s, the paper's 2 h)")
+    parser.add_argument("--elastic-max", type=int, dest="grow",
+                        help="jobs may grow to this many GPUs (default: their request)")
     parser.add_argument("--skip-round", action="store_true", help="skip table 2")
     args = parser.parse_args()
     cases = CASES[:1] if args.quick else CASES
     print(f"avg JCT (s), elastic traces on V100 x 4/server, clean semantics, R = {ROUND_S:g} "
-          f"s, resize overhead {args.overhead:g} s, AFS-P unit {args.unit_s:g} s\n")
-    print(jct_table(cases, args.overhead, args.unit_s))
+          f"s, resize overhead {args.overhead:g} s, AFS-P unit {args.unit_s:g} s, max GPUs "
+          f"{'the request' if args.grow is None else f'max(request, {args.grow})'}\n")
+    print(jct_table(cases, args.overhead, args.unit_s, args.grow))
     if not args.skip_round:
         print("\none cold AFS decision\n")
         print(round_table(((100, 64), (1000, 2048)), args.unit_s))

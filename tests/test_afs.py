@@ -501,7 +501,8 @@ def test_scan_order_is_arrival_then_id() -> None:
 
 # -- the simulator runs elastic jobs at their held count, and charges resizes ----------------
 def elastic_sim(jobs: list[tuple[int, int, float]], *, gpus: int = 2,
-                resize_s: float | None = 10.0, elastic_flag: bool = True):
+                resize_s: float | None = 10.0, elastic_flag: bool = True,
+                elastic_max: int | None = None):
     """Jobs (scale factor, steps, arrival) of one model with 1.0 it/s on 1 GPU and 1.6 on 2."""
     from gpufair.adapters.simulator.engine import TraceSimulator
     from gpufair.adapters.simulator.semantics import CLEAN
@@ -511,7 +512,8 @@ def elastic_sim(jobs: list[tuple[int, int, float]], *, gpus: int = 2,
              for i, (sf, steps, at) in enumerate(jobs)]
     rates = Throughputs({"v100": {("M", 1): 1.0, ("M", 2): 1.6}}, {})
     return TraceSimulator(trace, rates, (Node("n0", "v100", gpus),), CLEAN, 120.0,
-                          elastic=elastic_flag, resize_overhead_s=resize_s)
+                          elastic=elastic_flag, resize_overhead_s=resize_s,
+                          elastic_max=elastic_max)
 
 
 def finish_times(sim, mode: str = "afs_l") -> dict[str, float]:
@@ -525,6 +527,16 @@ def test_an_elastic_job_alone_runs_at_its_max() -> None:
     sim = elastic_sim([(2, 1600, 0.0)])
     assert finish_times(sim) == {"0": pytest.approx(20.0 + 1600 / 1.6)}   # restart + work
     assert sim.resizes() == 0
+
+
+def test_elastic_max_lets_a_job_grow_past_its_request() -> None:
+    sim = elastic_sim([(1, 1600, 0.0)], elastic_max=2)
+    assert finish_times(sim) == {"0": pytest.approx(20.0 + 1600 / 1.6)}
+    rigid = elastic_sim([(1, 1600, 0.0)])      # without it a 1-GPU job stays rigid
+    assert finish_times(rigid) == {"0": pytest.approx(20.0 + 1600 / 1.0)}
+    for bad, flag in ((0, True), (2, False), (5000, True)):
+        with pytest.raises(InputError, match="elastic-max"):
+            elastic_sim([(1, 1600, 0.0)], elastic_max=bad, elastic_flag=flag, resize_s=None)
 
 
 def test_a_resize_costs_its_overhead_and_runs_at_the_new_rate() -> None:

@@ -45,6 +45,7 @@ class SimulationSpec:
     config: str | None = None
     elastic: bool = False                    # trace jobs may run on 1..scale factor GPUs
     resize_overhead_s: float | None = None   # None: the semantics' restart overhead
+    elastic_max: int | None = None           # elastic jobs' max GPUs when above their request
 
 
 @dataclass
@@ -107,7 +108,8 @@ def build_simulator(spec: SimulationSpec) -> TraceSimulator:
     nodes = parse_cluster_spec(cluster, spec.gpus_per_server)
     return TraceSimulator(load_trace(trace_path), load_throughputs(throughputs_path), nodes,
                           semantics, spec.round_s, elastic=spec.elastic,
-                          resize_overhead_s=spec.resize_overhead_s)
+                          resize_overhead_s=spec.resize_overhead_s,
+                          elastic_max=spec.elastic_max)
 
 
 def simulate(spec: SimulationSpec, *, progress: bool | None = None,

@@ -83,9 +83,11 @@ class TraceSimulator:
 
     def __init__(self, trace: Sequence[TraceJob], throughputs: Throughputs,
                  nodes: Sequence[Node], semantics: Semantics, round_s: float = 120.0, *,
-                 elastic: bool = False, resize_overhead_s: float | None = None) -> None:
+                 elastic: bool = False, resize_overhead_s: float | None = None,
+                 elastic_max: int | None = None) -> None:
         """``elastic``: trace jobs may run on 1..scale factor GPUs and be resized (the
-        scale factor becomes their max GPUs); a resize costs ``resize_overhead_s`` of no
+        scale factor becomes their max GPUs, or ``elastic_max`` when larger, to let jobs
+        grow past their request as the AFS paper's do); a resize costs ``resize_overhead_s`` of no
         progress (default: the semantics' restart overhead, as a restart from a checkpoint
         does; CoDDL's in-place resize costs ~4 ms, i.e. 0)."""
         if not MIN_ROUND_S <= round_s <= MAX_ROUND_S:   # NaN fails this too
@@ -102,6 +104,10 @@ class TraceSimulator:
         if resize_overhead_s is not None and not elastic:
             raise InputError("--resize-overhead", "only rigid jobs: give --elastic too",
                              field="resize_overhead", value=resize_overhead_s)
+        if elastic_max is not None and not (elastic and isinstance(elastic_max, int)
+                                            and 1 <= elastic_max <= 4096):
+            raise InputError("--elastic-max", "a whole number of GPUs from 1 to 4096, with "
+                             "--elastic", field="elastic_max", value=elastic_max)
         self.elastic = elastic
         self.resize_overhead_s = semantics.restart_overhead_s if resize_overhead_s is None \
             else float(resize_overhead_s)
@@ -118,7 +124,8 @@ class TraceSimulator:
         self.jobs: list[SimJob] = []
         self.dropped: list[DroppedJob] = []
         for trace_job in trace:
-            built = build_job(trace_job, throughputs, self._profiles, types, elastic)
+            built = build_job(trace_job, throughputs, self._profiles, types, elastic,
+                              elastic_max)
             if isinstance(built, str):
                 self.dropped.append(DroppedJob(trace_job.index, trace_job.line, built))
                 continue
@@ -243,8 +250,8 @@ class TraceSimulator:
     # -- helpers shared by both semantics ----------------------------------------------------
     def _check_gpus(self, job: SimJob, gpus: Sequence[str], busy: set[str]) -> str:
         if job.elastic:
-            if not 1 <= len(gpus) <= job.sf:
-                return f"elastic job of 1 to {job.sf} GPUs, got {len(gpus)}"
+            if not 1 <= len(gpus) <= job.top:
+                return f"elastic job of 1 to {job.top} GPUs, got {len(gpus)}"
         elif len(gpus) != job.sf:
             return f"gang of {job.sf} GPUs, got {len(gpus)}"
         types = {self._gpu_type.get(g) for g in gpus}
@@ -342,7 +349,7 @@ class TraceSimulator:
         if new is None or new == job.batch or job.b0 == MAX_BATCH.get(job.model):
             return
         new_type = job_type_with_batch(job.trace.job_type, new)
-        profile = self._profiles.get(new_type, job.sf, job.elastic)
+        profile = self._profiles.get(new_type, job.sf, job.top if job.elastic else None)
         if not any(r > 0 for r in profile.rates.values()):
             return  # the key is missing: the change is reverted
         old = job.batch
