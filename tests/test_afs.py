@@ -652,3 +652,23 @@ def test_simulate_elastic_from_the_command_line(capsys) -> None:
     assert "clean" in capsys.readouterr().err
     assert main([*args[:-2], "--json", "-q"]) == 0          # rigid: no elastic keys
     assert "resizes" not in json.loads(capsys.readouterr().out)
+
+
+def test_spill_offers_a_pools_own_waiting_job_once() -> None:
+    """A K80 pool with idle GPUs and its own waiting rigid 4-GPU job (it does not fit the
+    3 left) takes a job that got nothing on the V100s: every job is allocated at most once
+    and the plan fits the cluster."""
+    nodes = (Node("v0", "v100", 1), Node("k0", "k80", 4))
+    fast = {("v100", 1): 4.0, ("k80", 1): 1.0}
+    jobs = (replace(elastic("A", [0, 4.0], 100.0), throughput=ThroughputProfile(fast)),
+            replace(elastic("B", [0, 4.0], 200.0, arrival=1), throughput=ThroughputProfile(fast)),
+            Job(id="R", gpus=4, arrival_s=2, progress=Progress(0, 1e6),
+                throughput=ThroughputProfile({("k80", 4): 3.0}),
+                state=JobState.PENDING),
+            replace(elastic("S", [0, 1.0], 10.0, arrival=3),
+                    throughput=ThroughputProfile({("k80", 1): 1.0})))
+    plan = afs().schedule(ClusterState(0.0, nodes=nodes, jobs=jobs), 0.0)
+    got = {a.job_id: a.gpu_ids for a in plan.assignments}
+    used = [g for gpus in got.values() for g in gpus]
+    assert len(used) == len(set(used)) <= 5
+    assert got["A"] == ("v0:0",) and "B" in got and "S" in got

@@ -209,11 +209,13 @@ class AfsPolicy(PolicyBase):
         for pool in pools.values():
             if not spare[pool.gpu_type]:
                 continue
+            own = [r for _, r in pool.jobs if r.key not in pinned]
+            mine = {r.key for r in own}
             homeless = [self._rungs[j.id][pool.gpu_type] for j in active
-                        if j.id not in out and pool.gpu_type in self._rungs[j.id]]
+                        if j.id not in out and j.id not in mine
+                        and pool.gpu_type in self._rungs[j.id]]
             if not homeless:
                 continue
-            own = [r for _, r in pool.jobs if r.key not in pinned]
             for r in own:
                 out.pop(r.key, None)
             gpus = pool.gpus - sum(c for t, c in pinned.values() if t == pool.gpu_type)
