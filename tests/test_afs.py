@@ -672,3 +672,13 @@ def test_spill_offers_a_pools_own_waiting_job_once() -> None:
     used = [g for gpus in got.values() for g in gpus]
     assert len(used) == len(set(used)) <= 5
     assert got["A"] == ("v0:0",) and "B" in got and "S" in got
+
+
+@pytest.mark.parametrize(("low", "high", "gpus"), [(3, 2, 2), (0, 4, 2), (-1, 2, 1)])
+def test_an_impossible_gpu_range_is_an_input_error(low: int, high: int, gpus: int) -> None:
+    job = replace(elastic("bad", [0, 1, 1.5], 10), min_gpus=low, max_gpus=high, gpus=gpus)
+    with pytest.raises(InputError, match="job bad"):
+        afs().schedule(one_server(4, job), 0.0)
+    rigid = Job(id="zero", gpus=0)
+    with pytest.raises(InputError, match="job zero"):
+        afs().schedule(one_server(4, rigid), 0.0)

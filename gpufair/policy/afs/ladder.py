@@ -9,14 +9,25 @@ the job "cannot use" (issue 18), so it is left out rather than handed a useless 
 
 from __future__ import annotations
 
+from gpufair.errors import InputError
 from gpufair.model import Job
 from gpufair.policy.afs.allocation import Rung
 
 
 def job_bounds(job: Job) -> tuple[int, int]:
-    """(fewest, most) GPUs the job may hold: its min/max when elastic, else its request."""
+    """(fewest, most) GPUs the job may hold: its min/max when elastic, else its request.
+
+    An impossible range is an InputError, not a job quietly never scheduled (snapshots and
+    the Slurm adapter check it first; this guards records built any other way)."""
     if job.elastic:
-        return int(job.min_gpus or 1), int(job.max_gpus or job.gpus)
+        low, high = int(job.min_gpus or 0), int(job.max_gpus or 0)
+        if not 1 <= low <= high:
+            raise InputError(f"job {job.id}", "needs 1 <= min_gpus <= max_gpus",
+                             field="min_gpus/max_gpus", value=(job.min_gpus, job.max_gpus))
+        return low, high
+    if job.gpus < 1:
+        raise InputError(f"job {job.id}", "needs at least one GPU", field="gpus",
+                         value=job.gpus)
     return job.gpus, job.gpus
 
 
