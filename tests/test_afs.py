@@ -142,9 +142,7 @@ def test_v3_v4_through_the_policy() -> None:
 
 # -- rule (3) against the paper's two-job analysis (§2.3-2.4) -----------------------------------
 def share(thr: list[float], cnt: int, rem: float | None = 1.0) -> _Share:
-    s = _Share(Rung("x", tuple(range(1, len(thr))), tuple(thr[1:]), rem))
-    s.level = cnt - 1
-    return s
+    return _Share(Rung("x", tuple(range(1, len(thr))), tuple(thr[1:]), rem), cnt - 1)
 
 
 def test_rule_3_is_the_sign_of_the_papers_jct_differences() -> None:

@@ -35,55 +35,44 @@ class Rung:
     remaining: float | None = None
 
 
-@dataclass(slots=True)
 class _Share:
-    """A job's tentative share during one allocation."""
+    """A job's tentative share during one allocation, with what rule (3) and the length
+    comparison read of it worked out once per change of share (the scan reads them n times
+    per GPU): ``u`` = (p' - p)/p' (gain over the new rate), ``v`` = (p' - p)/p (gain over the
+    current rate, infinite without a GPU), ``need`` = GPUs of the next rung (0: none)."""
 
-    rung: Rung
-    level: int = -1                 # index into counts; -1: no GPU
+    __slots__ = ("cnt", "first_length", "length", "level", "need", "rung", "thr", "u", "v")
 
-    @property
-    def cnt(self) -> int:
-        return 0 if self.level < 0 else self.rung.counts[self.level]
+    def __init__(self, rung: Rung, level: int = -1) -> None:
+        self.rung = rung
+        rem = rung.remaining
+        # ``len(1)`` of a job without GPUs: remaining time on its first rung
+        self.first_length = math.inf if rem is None else rem / rung.rates[0]
+        self.move(level)
 
-    @property
-    def thr(self) -> float:
-        return 0.0 if self.level < 0 else self.rung.rates[self.level]
-
-    @property
-    def next_thr(self) -> float:
-        return self.rung.rates[self.level + 1]
-
-    def step(self) -> int:
-        """GPUs the next rung takes (0 when there is none)."""
-        if self.level + 1 >= len(self.rung.counts):
-            return 0
-        return self.rung.counts[self.level + 1] - self.cnt
-
-    def length(self) -> float:
-        """``len(cnt)``: remaining time at the tentative share; infinite with no GPU or an
-        unknown length (such a job ranks as the longest, as SRTF ranks it last)."""
-        if self.level < 0 or self.rung.remaining is None:
-            return math.inf
-        return self.rung.remaining / self.thr
-
-    def first_length(self) -> float:
-        """``len(1)`` of a job without GPUs: remaining time on its first rung."""
-        if self.rung.remaining is None:
-            return math.inf
-        return self.rung.remaining / self.rung.rates[0]
+    def move(self, level: int) -> None:
+        rung = self.rung
+        self.level = level
+        self.cnt = 0 if level < 0 else rung.counts[level]
+        self.thr = 0.0 if level < 0 else rung.rates[level]
+        # ``len(cnt)``: remaining time at the tentative share; infinite with no GPU or an
+        # unknown length (such a job ranks as the longest, as SRTF ranks it last)
+        self.length = math.inf if level < 0 or rung.remaining is None \
+            else rung.remaining / self.thr
+        if level + 1 < len(rung.counts):
+            nxt = rung.rates[level + 1]
+            self.need = rung.counts[level + 1] - self.cnt
+            self.u = (nxt - self.thr) / nxt
+            self.v = math.inf if self.thr == 0.0 else (nxt - self.thr) / self.thr
+        else:
+            self.need, self.u, self.v = 0, math.nan, math.nan
 
 
 def cond3(a: _Share, b: _Share) -> bool:
     """Rule (3) with ``a`` as the shorter job j_a and ``b`` as the longer j_b: True when the
     next step should go to ``b``. ``(p'_b - p_b)/p'_b > (p'_a - p_a)/p_a``; a job without GPUs
-    as j_a has an infinite right side, so (3) is false."""
-    pb, pb1 = b.thr, b.next_thr
-    lhs = (pb1 - pb) / pb1
-    pa = a.thr
-    if pa == 0.0:
-        return False
-    return lhs > (a.next_thr - pa) / pa
+    as j_a has an infinite right side, so (3) is false. Both must have a next rung."""
+    return b.u > a.v
 
 
 def top_priority_l(eligible: Sequence[_Share]) -> _Share:
@@ -92,9 +81,9 @@ def top_priority_l(eligible: Sequence[_Share]) -> _Share:
     for job in eligible:
         a, b = best, job
         if a.level < 0 and b.level < 0:
-            best = a if a.first_length() < b.first_length() else b
+            best = a if a.first_length < b.first_length else b
             continue
-        if a.length() >= b.length():
+        if a.length >= b.length:
             a, b = b, a
         best = b if cond3(a, b) else a
     return best
@@ -135,12 +124,12 @@ def allocate(rungs: Sequence[Rung], gpus: int, *, mode: str = AFS_L,
     shares = [_Share(r) for r in rungs]
     left = gpus
     while left > 0:
-        eligible = [s for s in shares if 0 < s.step() <= left]
+        eligible = [s for s in shares if 0 < s.need <= left]
         if not eligible:
             break
         best = top_priority_l(eligible) if mode == AFS_L else top_priority_p(eligible, rng)
-        left -= best.step()
-        best.level += 1
+        left -= best.need
+        best.move(best.level + 1)
     return Allocation({s.rung.key: s.cnt for s in shares}, left)
 
 
