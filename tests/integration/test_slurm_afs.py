@@ -34,6 +34,7 @@ CLI = [sys.executable, "-m", "gpufair.cli.main"]
 def submit(cluster: Cluster, name: str, account: str, workdir: Path, *, gpus: int,
            elastic: str, steps: int = 600) -> str:
     out = cluster.run("sbatch", "--parsable", "-J", name, "-A", account, "-o", "/dev/null",
+                      "-e", str(workdir / f"{name}.err"), "--open-mode=append",
                       f"--gpus={gpus}", f"--comment=gpufair:gpus={elastic} gpufair:checkpoint",
                       str(TRAIN_JOB), str(workdir), str(steps), "0.5").stdout
     return out.strip().split(";")[0]
@@ -105,7 +106,13 @@ def test_afs_resizes_elastic_jobs_through_slurm_as_planned(cluster: Cluster, tmp
         now = held(cluster)
         return all(job_id in now and nodes_and_count(now[job_id]) == nodes_and_count(gpus)
                    for (_, job_id), gpus in planned.items())
-    cluster.wait_for("every job running at its planned size and servers", as_planned, 60)
+    try:
+        cluster.wait_for("every job running at its planned size and servers", as_planned, 60)
+    except AssertionError as exc:
+        why = {k: (j["job_state"], j.get("state_reason"), j.get("exit_code"),
+                   j.get("restart_cnt"), j.get("nodes")) for k, j in cluster.jobs().items()}
+        errors = {p.name: p.read_text()[-500:] for p in tmp_path.glob("*.err")}
+        raise AssertionError(f"{exc}\n{why}\n{held(cluster)}\n{errors}") from None
     jobs = cluster.jobs()
     # a resize is a restart from the checkpoint: once for each big job, never for the others
     assert {k: jobs[k]["restart_cnt"] for k in {*first, *second}} == \
