@@ -43,6 +43,9 @@ class SimulationSpec:
     seed: int = 0
     semantics: str = "clean"
     config: str | None = None
+    elastic: bool = False                    # trace jobs may run on 1..scale factor GPUs
+    resize_overhead_s: float | None = None   # None: the semantics' restart overhead
+    elastic_max: int | None = None           # elastic jobs' max GPUs when above their request
 
 
 @dataclass
@@ -66,6 +69,9 @@ class SimulationReport:
     trace_jobs: int = 0
     #: wall seconds of each policy decision (one per round or event the policy saw)
     decision_s: list[float] = field(default_factory=list)
+    #: elastic runs only: resizes carried out
+    resizes: int = 0
+    elastic: bool = False
     #: per-job outcomes of the finished jobs, for analyses the summary metrics cannot answer
     #: (which job set the worst ρ, leaving out the failure path); not part of ``as_dict``
     outcomes: list[JobOutcome] = field(default_factory=list, repr=False)
@@ -91,6 +97,9 @@ class SimulationReport:
             "dropped_jobs": [{"index": d.index, "line": d.line, "reason": d.reason}
                              for d in self.dropped],
         }
+        if self.elastic:   # only then: rigid runs keep their recorded output to the byte
+            out["elastic"] = True
+            out["resizes"] = self.resizes
         return out
 
 
@@ -101,7 +110,9 @@ def build_simulator(spec: SimulationSpec) -> TraceSimulator:
     semantics = semantics_named(spec.semantics)
     nodes = parse_cluster_spec(cluster, spec.gpus_per_server)
     return TraceSimulator(load_trace(trace_path), load_throughputs(throughputs_path), nodes,
-                          semantics, spec.round_s)
+                          semantics, spec.round_s, elastic=spec.elastic,
+                          resize_overhead_s=spec.resize_overhead_s,
+                          elastic_max=spec.elastic_max)
 
 
 def simulate(spec: SimulationSpec, *, progress: bool | None = None,
@@ -140,7 +151,8 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None,
         rounds=sim.rounds, decisions=rounds.decisions, num_gpus=sim.num_gpus,
         busy_gpu_s=sim.busy_gpu_s, dropped=list(sim.dropped),
         trace=str(spec.trace or f"(bundled) {DEMO_TRACE}"), partial=not finished,
-        trace_jobs=len(sim.jobs), decision_s=decisions, outcomes=sim.outcomes())
+        trace_jobs=len(sim.jobs), decision_s=decisions, resizes=sim.resizes(),
+        elastic=sim.elastic, outcomes=sim.outcomes())
 
 
 def run_to_end(sim: TraceSimulator, rounds: Round,
