@@ -74,7 +74,7 @@ def test_bad_config_is_named(tmp_path):
 
 def test_validate(tmp_path):
     from pathlib import Path
-    example = Path(__file__).resolve().parents[1] / "etc" / "snapshot.example.json"
+    example = Path(__file__).resolve().parents[1] / "gpufair" / "deploy" / "snapshot.example.json"
     proc = run_cli("validate", str(example))
     assert proc.returncode == 0 and "ok" in proc.stdout
     bad = tmp_path / "bad.json"
@@ -89,3 +89,16 @@ def test_validate(tmp_path):
 def test_policies_lists_registry(capsys):
     assert main(["policies"]) == 0
     assert "max_min" in capsys.readouterr().out.split()
+
+
+def test_a_reader_that_goes_away_gets_no_traceback():
+    """``gpufair compare | head -1``: the pipe closes before the table is written. The
+    command ends with SIGPIPE's shell status (141) and nothing on stderr — no traceback,
+    no "Exception ignored" from the interpreter's last flush."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpufair.cli.main", "compare",
+                             "--policies", "fifo,las"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()   # the reader leaves before anything is printed
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 141, err.decode()
+    assert err.decode() == ""

@@ -70,15 +70,15 @@ def test_defaults_are_the_documented_ones():
 
 
 def test_example_file_is_valid_and_complete():
-    config = load_config(REPO / "etc" / "gpufair.toml")
+    config = load_config(REPO / "gpufair" / "deploy" / "gpufair.toml")
     assert config.daemon.round_s == 60 and config.daemon.grace_s == 30
     assert config.policies["las"].queue_thresholds_gpu_s == (3600.0, 36000.0)
     # the example mentions every option of the sections it has (commented or not)
-    text = (REPO / "etc" / "gpufair.toml").read_text()
+    text = (REPO / "gpufair" / "deploy" / "gpufair.toml").read_text()
     for key, _, _, _ in schema_rows():
         section, _, name = key.rpartition(".")
         if section in ("daemon", "slurm", "store", "solver"):
-            assert name in text, f"etc/gpufair.toml does not mention {key}"
+            assert name in text, f"gpufair/deploy/gpufair.toml does not mention {key}"
 
 
 def test_one_policy_config_for_every_command():
@@ -132,7 +132,7 @@ def test_config_command_checks_a_file(tmp_path):
 def test_the_same_bad_config_fails_every_command_the_same_way(tmp_path, capsys):
     bad = tmp_path / "g.toml"
     bad.write_text("[policies.themis]\nf = 2\n")
-    snap = REPO / "etc" / "snapshot.example.json"
+    snap = REPO / "gpufair" / "deploy" / "snapshot.example.json"
     for argv in (["simulate", "--config", str(bad), "--no-progress"],
                  ["dry-run", str(snap), "--config", str(bad)],
                  ["serve", "--config", str(bad), "--rounds", "0"],

@@ -12,7 +12,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "gpufair"
 
 FLOOR = {"errors": 0, "settings": 0, "model": 0, "metrics": 1, "adapters": 1, "policy": 1,
-         "profiler": 1, "data": 1, "core": 2, "plugin": 3, "cli": 4}
+         "profiler": 1, "data": 1, "core": 2, "plugin": 3, "cli": 4,
+         "gpufair": 0,    # the package itself: __version__ only
+         "deploy": 3,     # admin files and their writer (hooks.py's path)
+         "__main__": 5}   # python -m gpufair
 #: siblings on one floor that must not know each other
 APART = {("adapters", "policy"), ("policy", "adapters"), ("adapters", "profiler"),
          ("policy", "profiler"), ("profiler", "policy"), ("profiler", "adapters")}

@@ -163,6 +163,13 @@ def test_context_is_kept_per_log_in_a_batch() -> None:
     assert prev.contexts == [{"s": 30}, {"s": 50}]
 
 
+def test_previous_of_no_rows_is_empty_and_keeps_the_context() -> None:
+    """A chunk with header lines only: no rows, nothing before them, context untouched."""
+    fields = Fields(3, np.array([0, 0, 0]), [{"s": 1}])
+    got = fields.previous(np.array([], dtype=np.int64), np.array([1.0, 2.0, 3.0]), "s")
+    assert got.shape == (0,) and fields.contexts == [{"s": 1}]
+
+
 @pytest.mark.parametrize("cut", [1, 3, 7])
 def test_a_batch_of_logs_parses_as_each_log_alone(cut: int) -> None:
     """Every fixture split into pieces and fed as one round: the same samples, stats and

@@ -23,7 +23,8 @@ def interleaved(prefix: str, ranks: tuple[int, ...] = (0, 1), steps: int = 40) -
 
 
 @pytest.mark.parametrize("prefix", ["[Rank {r}] ", "[1,{r}]<stdout>:", "rank{r}: ",
-                                    "[default{r}]:", "{r}: "])
+                                    "[default{r}]:", "{r}: ", "[{r}]<stdout>:",
+                                    "Tue Sep  8 09:24:20 2020[{r}]<stdout>:"])
 def test_one_rank_is_read(tmp_path, prefix: str) -> None:
     log = tmp_path / "multi.log"
     log.write_text("launching 2 processes\n" + interleaved(prefix))

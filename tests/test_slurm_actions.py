@@ -12,7 +12,7 @@ from gpufair.adapters.slurm.commands import NotExpressible, precondition, steps_
 from gpufair.adapters.slurm.translate import SlurmJobInfo
 from gpufair.adapters.slurm.transport import CommandResult, TransportError, scontrol_argv
 from gpufair.core.guards import rank_priorities
-from gpufair.model import Migrate, Preempt, PreemptMode, SetPriority, Start
+from gpufair.model import Migrate, Preempt, PreemptMode, Resize, SetPriority, Start
 
 DATA = Path(__file__).parent / "data" / "slurm"
 
@@ -241,3 +241,36 @@ def test_an_action_on_a_job_that_changed_is_stale_not_failed(tmp_path):
     daemon.apply_round(round_id)
     [entry] = store.journal(round_id)
     assert entry.status == SKIPPED and "COMPLETED, not RUNNING" in entry.detail
+
+
+def test_a_restart_after_a_requeue_waits_into_the_next_second():
+    """slurmd revokes a requeued incarnation's credential to the second; a restart launched
+    in that second fails ("Job credential revoked"). The update and release of a resize come
+    only after the wall clock has passed into the next second."""
+    now = [1000.3]
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    class Settling(FakeTransport):
+        def read_jobs(self) -> dict:
+            for job in self.jobs["jobs"]:     # the requeue settles at the next read
+                if job["job_state"] == "COMPLETING":
+                    job["job_state"] = "PENDING"
+            return self.jobs
+
+        def control(self, verb, job_id, fields=None):
+            self.at = getattr(self, "at", [])
+            self.at.append((verb, now[0]))
+            return super().control(verb, job_id, fields)
+
+    transport = Settling()
+    adapter = SlurmAdapter(transport, SlurmSettings(), clock=lambda: now[0], sleep=sleep)
+    adapter.snapshot()
+    adapter.apply([Resize("1", ("gpu-k80-1:0",))])
+    times = dict(transport.at)
+    assert times["requeuehold"] == 1000.3
+    assert times["update"] >= 1001.0 and times["release"] >= 1001.0
+    assert sleeps and sleeps[0] == pytest.approx(0.75)

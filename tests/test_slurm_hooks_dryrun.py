@@ -19,7 +19,7 @@ from gpufair.plugin.hooks import run, to_json
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK_PY = REPO / "gpufair" / "plugin" / "hooks.py"
-WRAPPER = REPO / "scripts" / "slurm" / "gpufair-hook"
+WRAPPER = REPO / "gpufair" / "deploy" / "gpufair-hook"
 DATA = Path(__file__).parent / "data" / "slurm"
 
 
@@ -122,7 +122,7 @@ def test_service_sections_are_validated(section, message):
 
 def test_example_config_is_valid():
     from gpufair.core.config import load_config
-    config = load_config(REPO / "etc" / "gpufair.toml")
+    config = load_config(REPO / "gpufair" / "deploy" / "gpufair.toml")
     assert config.daemon.mode == "hard" and config.daemon.round_s == 60
     assert config.slurm.managed_partitions == ("gpu",)
     assert config.policies["las"].queue_thresholds_gpu_s == (3600.0, 36000.0)

@@ -40,7 +40,7 @@ from gpufair.model.snapshot import (
     validate_snapshot,
 )
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "etc" / "snapshot.example.json"
+EXAMPLE = Path(__file__).resolve().parents[1] / "gpufair" / "deploy" / "snapshot.example.json"
 
 
 def example() -> dict[str, Any]:

@@ -5,16 +5,19 @@ dry-run the daemon's decisions."""
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+import gpufair
+from gpufair.cli import admin, dry_run, profile, simulate, slurm
 from gpufair.cli import config as config_cli
-from gpufair.cli import dry_run, profile, simulate, slurm
 from gpufair.errors import EXIT_INPUT, InputError, RefusedToStart
+
+EXIT_BROKEN_PIPE = 141
 
 
 class OneLineErrors(argparse.ArgumentParser):
@@ -39,10 +42,9 @@ class HelpWithDefaults(argparse.RawDescriptionHelpFormatter):
 
 
 def version() -> str:
-    try:
-        return importlib.metadata.version("gpufair")
-    except importlib.metadata.PackageNotFoundError:   # run from a source tree, not installed
-        return "unknown (not installed)"
+    """The one version string (``gpufair.__version__``, which the package metadata reads too),
+    so a source tree and an install agree."""
+    return gpufair.__version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,11 +53,21 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log at INFO (solver fallbacks, skipped inputs) on stderr")
     parser.add_argument("--version", action="version", version=f"gpufair {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (simulate, config_cli, profile, slurm, dry_run):
+    for group in (simulate, config_cli, profile, slurm, dry_run, admin):
         group.add_parsers(sub)
-    for command in (parser, *sub.choices.values()):
+    for command in every_parser(parser):
         command.formatter_class = HelpWithDefaults
     return parser
+
+
+def every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and its subcommands' parsers, nested ones too (``gpufair admin ...``)."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                found += every_parser(command)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,7 +75,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()   # a closed pipe shows here, inside the handler, not at exit
+        return status
+    except BrokenPipeError:
+        # the reader went away (``gpufair simulate | head``): it took what it wanted. Point
+        # stdout at /dev/null so the interpreter's final flush stays quiet; 141 = SIGPIPE's
+        # shell status, what a plain Unix tool would have died with.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except InputError as exc:
         print(f"gpufair: error: {exc}", file=sys.stderr)
         return EXIT_INPUT

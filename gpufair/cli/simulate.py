@@ -53,6 +53,15 @@ def _sim_args(parser: argparse.ArgumentParser) -> None:
                         "compare with their recorded results; clean: without its accidents")
     parser.add_argument("--config", help="gpufair.toml, or a policy's JSON options file "
                         "(or a bundled one's name)")
+    parser.add_argument("--elastic", action="store_true",
+                        help="trace jobs are elastic: each may run on 1 up to its scale factor "
+                        "of GPUs (measured counts only) and be resized (clean semantics)")
+    parser.add_argument("--resize-overhead", type=float, metavar="S", dest="resize_overhead_s",
+                        help="seconds of no progress per resize with --elastic (default: the "
+                        "restart overhead, 20 s: a restart from a checkpoint)")
+    parser.add_argument("--elastic-max", type=int, metavar="N", dest="elastic_max",
+                        help="with --elastic: jobs may grow to N GPUs when N is above their "
+                        "scale factor (the AFS paper lets jobs grow to their model's peak)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per policy")
     parser.add_argument("--time-limit", type=_seconds, metavar="S", dest="time_limit_s",
                         help="wall seconds per policy; when they run out the simulation stops, "
@@ -77,7 +86,9 @@ def run_policies(args: argparse.Namespace, names: list[str]) -> int:
         spec = SimulationSpec(trace=resolve(args.trace), throughputs=resolve(args.throughputs),
                               cluster=args.cluster, gpus_per_server=args.gpus_per_server,
                               policy=name, round_s=args.round_s, seed=args.seed,
-                              semantics=args.semantics, config=resolve(args.config))
+                              semantics=args.semantics, config=resolve(args.config),
+                              elastic=args.elastic, resize_overhead_s=args.resize_overhead_s,
+                              elastic_max=args.elastic_max)
         report = simulate(spec, progress=False if args.no_progress or args.json else None,
                           time_limit_s=args.time_limit_s)
         reports.append(report)

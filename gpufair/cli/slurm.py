@@ -1,6 +1,7 @@
 """The Slurm commands: ``serve`` (the daemon), ``hook`` (prolog/epilog), ``snapshot``.
 
-This module is where the Slurm adapter is chosen; the daemon behind it knows only the
+This module is where the Slurm adapter is chosen (YARN's in :mod:`gpufair.cli.yarn`, when
+``--yarn`` or ``[daemon] adapter = "yarn"`` asks for it); the daemon behind it knows only the
 resource-manager protocol.
 """
 
@@ -18,6 +19,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--dry-run", action="store_true",
                        help="log and journal the actions against a recording adapter; take none")
     serve.add_argument("--rounds", type=int, help="stop after this many rounds")
+    serve.add_argument("--yarn", metavar="URL", action="append",
+                       help="drive this YARN ResourceManager (repeat for an HA pair) instead"
+                       " of [daemon] adapter")
     serve.set_defaults(func=run_serve)
     hook = sub.add_parser("hook", help="Slurm prolog/epilog entry point (always exits 0)")
     hook.add_argument("kind", choices=("prolog", "epilog", "prolog-slurmctld",
@@ -25,8 +29,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                       help="which Slurm hook runs it (slurm.conf Prolog=, Epilog=, ...)")
     hook.set_defaults(func=run_hook)
     snap = sub.add_parser("snapshot", help="print the state the daemon's round would see")
-    snap.add_argument("--slurm", action="store_true", required=True,
-                      help="read from Slurm (squeue/sinfo --json, or slurmrestd per config)")
+    source = snap.add_mutually_exclusive_group(required=True)
+    source.add_argument("--slurm", action="store_true",
+                        help="read from Slurm (squeue/sinfo --json, or slurmrestd per config)")
+    source.add_argument("--yarn", metavar="URL", action="append",
+                        help="read from this YARN ResourceManager's REST API (repeat for an"
+                        " HA pair; [yarn] gives the rest)")
     snap.add_argument("--config", help="gpufair.toml ([slurm] transport, partitions; mode)")
     snap.set_defaults(func=run_snapshot)
 
@@ -41,7 +49,11 @@ def run_serve(args: argparse.Namespace) -> int:
     from gpufair.core.config import load_config
     from gpufair.plugin.service import serve
     config = load_config(args.config)
-    adapter = SlurmAdapter.from_settings(config.slurm, mode=config.daemon.mode)
+    if args.yarn or config.daemon.adapter == "yarn":
+        from gpufair.cli.yarn import yarn_adapter
+        adapter = yarn_adapter(config, args.yarn)
+    else:
+        adapter = SlurmAdapter.from_settings(config.slurm, mode=config.daemon.mode)
     return serve(config, adapter, dry_run=args.dry_run, policy=args.policy,
                  max_rounds=args.rounds, verbose=args.verbose)
 
@@ -50,6 +62,9 @@ def run_snapshot(args: argparse.Namespace) -> int:
     """What ``adapter.snapshot()`` returns — in hard mode only the jobs gpufair may start,
     with the nodes of jobs already released blocked — plus what the jobs' logs measure:
     the exact input of the daemon's round, so a dry run of it shows what the daemon does."""
+    if args.yarn:
+        from gpufair.cli.yarn import run_snapshot as yarn_snapshot
+        return yarn_snapshot(args)
     from gpufair.adapters.slurm import SlurmAdapter, SlurmUnavailable
     from gpufair.core.config import load_config
     from gpufair.core.enrich import measure

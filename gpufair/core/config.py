@@ -8,6 +8,7 @@ section and the key):
 - ``[solver]``: :class:`SolverOptions` (below);
 - ``[daemon]``: :class:`DaemonOptions` (below): the round, its guards, the service;
 - ``[slurm]``: :class:`gpufair.adapters.slurm.adapter.SlurmSettings`;
+- ``[yarn]``: :class:`gpufair.adapters.yarn.adapter.YarnSettings`;
 - ``[store]``: :class:`StoreOptions` (below);
 - ``[policies.NAME]``: the ``Options`` class of that policy (``gpufair/policy/...``).
 
@@ -28,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gpufair.adapters.slurm.adapter import SlurmSettings
+from gpufair.adapters.yarn.adapter import YarnSettings
 from gpufair.core.round import RoundRules
 from gpufair.errors import InputError, parse_json, read_text, too_deep
 from gpufair.model import PreemptMode
@@ -61,6 +63,8 @@ class DaemonOptions:
     the same round), the guards on its actions, and the service around it."""
 
     policy: str = setting("las", "any installed policy (gpufair policies)")
+    adapter: str = setting("slurm", "the resource manager serve drives: slurm ([slurm]) or"
+                           " yarn ([yarn])", choices=("slurm", "yarn"))
     round_s: float = setting(DEFAULT_ROUND_S, "timer rounds (may preempt); hook events add"
                              " fill-only rounds", gt=0.0, le=86400.0)
     seed: int = setting(0, "seed of the policy's random choices", ge=0)
@@ -121,7 +125,7 @@ class StoreOptions:
 
 SECTIONS: Mapping[str, type] = MappingProxyType({
     "solver": SolverOptions, "daemon": DaemonOptions, "slurm": SlurmSettings,
-    "store": StoreOptions})
+    "yarn": YarnSettings, "store": StoreOptions})
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,7 @@ class Config:
     solver: SolverOptions = field(default_factory=SolverOptions)
     daemon: DaemonOptions = field(default_factory=DaemonOptions)
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    yarn: YarnSettings = field(default_factory=YarnSettings)
     store: StoreOptions = field(default_factory=StoreOptions)
     #: policy name → its checked options object (from ``[policies.NAME]``)
     policies: Mapping[str, Any] = field(default_factory=dict)
@@ -138,7 +143,8 @@ class Config:
 
     def policy_config(self, name: str | None = None, *, round_s: float | None = None,
                       seed: int | None = None, recompute_interval_s: float = 0.0,
-                      default_backend: str = "auto") -> PolicyConfig:
+                      default_backend: str = "auto",
+                      preempt_cost_s: float | None = None) -> PolicyConfig:
         """The policy's configuration: [daemon] round and seed unless the caller overrides
         them (a simulation's --round and --seed), [solver], and the policy's own options."""
         name = resolve_policy(name or self.daemon.policy)
@@ -151,7 +157,7 @@ class Config:
             seed=self.daemon.seed if seed is None else seed,
             solver_backend=self.solver.backend or default_backend,
             solver_time_limit_s=self.solver.time_limit_s, solver_threads=self.solver.threads,
-            options=options, options_source=self.source)
+            options=options, options_source=self.source, preempt_cost_s=preempt_cost_s)
 
 
 def load_config(path: str | Path | None) -> Config:

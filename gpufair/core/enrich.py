@@ -9,6 +9,12 @@ a resource manager has no measured rate; it gets a *neutral* profile (rate 1.0 o
 type for its gang size), and a job measured on some types only gets its best measured rate on
 the others: no speedup is assumed, so the policy stays type-blind where nothing is known.
 Measured rates are never overwritten, and a user's declaration never enters here.
+
+An elastic job (min/max GPUs) needs its rate at every count it may hold: the profiler's
+scaling curve answers for the counts it can model from what it measured, and counts nothing
+answers for get the rate at the job's own count scaled linearly, AFS's
+"overestimate first, re-adjust when measured" (NSDI'21 §4.3): the next round's measurement
+at the new size corrects it.
 """
 
 from __future__ import annotations
@@ -44,7 +50,18 @@ def measure(state: ClusterState, profiler: Profiler) -> ClusterState:
         log.info("job %s: log not read: %s", job_id, problem,
                  extra={"fields": {"event": "log_refused", "job": job_id, "why": problem}})
     names = state.gpu_type_names()
-    return state.with_jobs(profiler.apply(j, names, (j.gpus,)) for j in state.jobs)
+    cluster = state.gpu_count()
+    return state.with_jobs(profiler.apply(j, names, elastic_counts(j, cluster))
+                           for j in state.jobs)
+
+
+def elastic_counts(job: Job, cluster_gpus: int) -> tuple[int, ...]:
+    """The GPU counts a job may hold that fit the cluster: min..max for an elastic job, its
+    request otherwise (a count beyond the cluster is never scheduled, so not computed)."""
+    if not job.elastic:
+        return (job.gpus,)
+    low, high = job.min_gpus or 1, min(job.max_gpus or job.gpus, max(cluster_gpus, job.gpus))
+    return tuple(sorted({*range(low, high + 1), job.gpus}))
 
 
 def _usable_types(job: Job, type_of: dict[str, str]) -> set[str] | None:
@@ -78,5 +95,22 @@ def with_default_profiles(state: ClusterState) -> ClusterState:
                 rates.setdefault((gpu_type, job.gpus),
                                  base if stay else base * (1 - STAY_MARGIN))
             job = replace(job, throughput=ThroughputProfile(rates))
+        if job.elastic and allowed:
+            job = _linear_elsewhere(job, allowed, state.gpu_count())
         jobs.append(job)
     return state.with_jobs(jobs)
+
+
+def _linear_elsewhere(job: Job, types: list[str], cluster_gpus: int) -> Job:
+    """Rates for an elastic job's counts nothing measured or modelled: linear in the count
+    from its rate at its own count on each type."""
+    rates = dict(job.throughput.rates)
+    for gpu_type in types:
+        base = rates.get((gpu_type, job.gpus))
+        if not base:
+            continue
+        for count in elastic_counts(job, cluster_gpus):
+            rates.setdefault((gpu_type, count), base * count / job.gpus)
+    if len(rates) == len(job.throughput.rates):
+        return job
+    return replace(job, throughput=ThroughputProfile(rates))

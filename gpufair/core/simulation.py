@@ -20,7 +20,7 @@ from gpufair.adapters.simulator.throughputs import load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
 from gpufair.core.config import DEFAULT_ROUND_S, load_config
 from gpufair.core.round import Round
-from gpufair.metrics import Metrics
+from gpufair.metrics import JobOutcome, Metrics
 from gpufair.policy.registry import create_policy, resolve_policy
 
 DEMO_TRACE = "demo_60jobs_16gpus.trace"
@@ -43,6 +43,9 @@ class SimulationSpec:
     seed: int = 0
     semantics: str = "clean"
     config: str | None = None
+    elastic: bool = False                    # trace jobs may run on 1..scale factor GPUs
+    resize_overhead_s: float | None = None   # None: the semantics' restart overhead
+    elastic_max: int | None = None           # elastic jobs' max GPUs when above their request
 
 
 @dataclass
@@ -66,6 +69,12 @@ class SimulationReport:
     trace_jobs: int = 0
     #: wall seconds of each policy decision (one per round or event the policy saw)
     decision_s: list[float] = field(default_factory=list)
+    #: elastic runs only: resizes carried out
+    resizes: int = 0
+    elastic: bool = False
+    #: per-job outcomes of the finished jobs, for analyses the summary metrics cannot answer
+    #: (which job set the worst ρ, leaving out the failure path); not part of ``as_dict``
+    outcomes: list[JobOutcome] = field(default_factory=list, repr=False)
 
     def decision_percentile(self, q: float) -> float:
         """The q-th percentile of the decision times (NaN before any decision)."""
@@ -88,6 +97,9 @@ class SimulationReport:
             "dropped_jobs": [{"index": d.index, "line": d.line, "reason": d.reason}
                              for d in self.dropped],
         }
+        if self.elastic:   # only then: rigid runs keep their recorded output to the byte
+            out["elastic"] = True
+            out["resizes"] = self.resizes
         return out
 
 
@@ -98,7 +110,9 @@ def build_simulator(spec: SimulationSpec) -> TraceSimulator:
     semantics = semantics_named(spec.semantics)
     nodes = parse_cluster_spec(cluster, spec.gpus_per_server)
     return TraceSimulator(load_trace(trace_path), load_throughputs(throughputs_path), nodes,
-                          semantics, spec.round_s)
+                          semantics, spec.round_s, elastic=spec.elastic,
+                          resize_overhead_s=spec.resize_overhead_s,
+                          elastic_max=spec.elastic_max)
 
 
 def simulate(spec: SimulationSpec, *, progress: bool | None = None,
@@ -117,7 +131,7 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None,
     policy = create_policy(name, config.policy_config(
         name, round_s=spec.round_s, seed=spec.seed,
         recompute_interval_s=semantics.allocation_recompute_interval_s,
-        default_backend=semantics.lp_backend))
+        default_backend=semantics.lp_backend, preempt_cost_s=semantics.restart_overhead_s))
     rounds = Round(policy)
     bar = _progress_bar(len(sim.jobs), name, progress)
     decisions: list[float] = []
@@ -137,7 +151,8 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None,
         rounds=sim.rounds, decisions=rounds.decisions, num_gpus=sim.num_gpus,
         busy_gpu_s=sim.busy_gpu_s, dropped=list(sim.dropped),
         trace=str(spec.trace or f"(bundled) {DEMO_TRACE}"), partial=not finished,
-        trace_jobs=len(sim.jobs), decision_s=decisions)
+        trace_jobs=len(sim.jobs), decision_s=decisions, resizes=sim.resizes(),
+        elastic=sim.elastic, outcomes=sim.outcomes())
 
 
 def run_to_end(sim: TraceSimulator, rounds: Round,

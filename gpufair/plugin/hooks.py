@@ -8,8 +8,11 @@ one small spool file (atomic rename, so the daemon never reads half of one; and 
 lost while the daemon is down), and sends a one-datagram wake-up on a unix
 socket without blocking (a missing, full or dead socket is simply ignored).
 
-The spool directory is ``$GPUFAIR_HOOK_DIR`` (default ``/var/spool/gpufair``); create it
-owned by SlurmUser with mode 0700 so only root/SlurmUser can write events or wake the daemon.
+The spool directory is ``$GPUFAIR_HOOK_DIR`` (default ``/var/spool/gpufair``), owned by
+SlurmUser with mode 0700 (tmpfiles.d creates it so) so only root/SlurmUser can write events or
+wake the daemon. Everything in it belongs to its owner (``wake.py``): a hook running as root
+hands the files it creates to the directory's owner, so a daemon running as SlurmUser reads
+them.
 """
 
 from __future__ import annotations
@@ -72,16 +75,32 @@ def record(kind: str, env: dict[str, str], hook_dir: str,
     """Write the event to the spool; return its file name."""
     event = event_from_env(kind, env) if event is None else event
     spool = os.path.join(hook_dir, SPOOL)
-    os.makedirs(spool, mode=0o700, exist_ok=True)
+    created = not os.path.isdir(spool)
+    if created:   # the daemon or tmpfiles.d makes it; a hook only when both are late
+        os.makedirs(spool, mode=0o700, exist_ok=True)
+    owner = _owner(hook_dir)
+    if created and owner is not None:
+        os.chown(spool, *owner)
     name = f"{time.time_ns()}-{os.getpid()}-{kind}.json"
     tmp = os.path.join(spool, "." + name)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
+        if owner is not None:
+            os.fchown(fd, *owner)
         os.write(fd, to_json(event).encode())
     finally:
         os.close(fd)
     os.rename(tmp, os.path.join(spool, name))
     return name
+
+
+def _owner(hook_dir: str) -> tuple[int, int] | None:
+    """The hook directory's owner, when this hook runs as root and must hand its files over
+    (None: nothing to hand over)."""
+    if os.geteuid() != 0:
+        return None
+    info = os.stat(hook_dir)
+    return None if info.st_uid == 0 else (info.st_uid, info.st_gid)
 
 
 def wake(hook_dir: str, message: bytes) -> None:

@@ -96,6 +96,7 @@ def _serve_dry(config: Config, adapter: ResourceManager, policy: str | None,
     existing = config.store.path if Path(config.store.path).is_file() else None
     with scratch_copy(existing) as store:
         scratch = Path(store.path).parent
+        (scratch / "hooks").mkdir(mode=0o700)   # private: nobody else's hooks come here
         config = replace(config, daemon=replace(
             config.daemon, hook_dir=str(scratch / "hooks"), event_listen=None,
             event_key_file=None))
@@ -120,10 +121,15 @@ def _run(daemon: Daemon, config: Config, max_rounds: int | None, *, metrics: boo
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     dry_run = daemon.settings.dry_run
-    log.info("gpufair serving: policy %s, mode %s, adapter %s%s", daemon.policy.name,
-             config.daemon.mode, daemon.adapter.name, " (dry run)" if dry_run else "",
+    from gpufair import __version__
+    from gpufair.profiler.scan import NATIVE
+    log.info("gpufair %s serving: policy %s, mode %s, adapter %s%s; log scanner %s", __version__,
+             daemon.policy.name, config.daemon.mode, daemon.adapter.name,
+             " (dry run)" if dry_run else "", "native" if NATIVE else
+             "pure Python (GPUFAIR_NATIVE_SCANNER=1 builds the native one: docs/deploy.md)",
              extra={"fields": {"event": "start", "policy": daemon.policy.name,
-                               "dry_run": dry_run}})
+                               "dry_run": dry_run, "version": __version__,
+                               "native_scanner": NATIVE}})
     try:
         daemon.serve(max_rounds=max_rounds)
     finally:

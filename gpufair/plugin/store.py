@@ -8,21 +8,28 @@ resource manager and ``done``/``failed`` after. A daemon killed at any point fin
 the round still ``applying``, skips what is ``done``, checks an ``applying`` action against
 what the cluster shows (it may have taken effect just before the kill) and carries out the
 rest: nothing is repeated, nothing is lost.
+
+The schema is versioned in SQLite's ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`). Opening
+an older store copies it to ``<store>.schema-v<N>.bak`` (the way back for a rollback) and then
+runs the migrations from its version to this one in one transaction: a failed migration
+leaves the store as it was. A store newer than this gpufair is refused, never guessed at.
+Version 0 is every store written before versioning (gpufair 0.1.0 and earlier).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufair.errors import InputError
+from gpufair.errors import InputError, RefusedToStart
 from gpufair.model import (
     Action,
     Migrate,
@@ -34,6 +41,13 @@ from gpufair.model import (
     Start,
 )
 
+log = logging.getLogger("gpufair.store")
+
+#: This gpufair's schema version (``PRAGMA user_version``); bump it with a new migration.
+SCHEMA_VERSION = 1
+
+#: Schema version 1 (gpufair 0.1.0's tables). Frozen: later versions change the schema only
+#: through MIGRATIONS, which a fresh store runs too, so old and new stores cannot drift apart.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rounds (
@@ -45,6 +59,7 @@ CREATE TABLE IF NOT EXISTS actions (
   job_id TEXT NOT NULL, payload TEXT NOT NULL, status TEXT NOT NULL,
   detail TEXT NOT NULL DEFAULT '', updated_at REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
   key TEXT, PRIMARY KEY (round_id, seq));
+CREATE INDEX IF NOT EXISTS actions_key ON actions(key, status);
 CREATE TABLE IF NOT EXISTS jobs (
   job_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, first_seen REAL NOT NULL, arrival_s REAL,
   state TEXT NOT NULL,
@@ -59,6 +74,63 @@ CREATE TABLE IF NOT EXISTS policy_state (
 """
 
 PLANNED, APPLYING, DONE, FAILED, SKIPPED = "planned", "applying", "done", "failed", "skipped"
+
+
+def _to_v1(db: sqlite3.Connection) -> None:
+    """0 → 1: every table of 0.1.0, and the actions' idempotency ``key`` column (with its
+    index), which stores written before the keys lack."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(actions)")}
+    if columns and "key" not in columns:
+        db.execute("ALTER TABLE actions ADD COLUMN key TEXT")
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+#: MIGRATIONS[n] takes a store from version n - 1 to n, inside the caller's transaction.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _to_v1}
+
+
+def schema_version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(db: sqlite3.Connection, path: str, *, backup: bool = True) -> tuple[int, int]:
+    """Bring the store on ``db`` to :data:`SCHEMA_VERSION`; return (from, to). A fresh store
+    runs every migration; an older one is first copied aside (``backup``)."""
+    found = schema_version(db)
+    if found > SCHEMA_VERSION:
+        raise RefusedToStart(
+            f"{path}: the state store has schema version {found}, newer than this gpufair's "
+            f"({SCHEMA_VERSION}): a later gpufair wrote it. Run that release, or restore the "
+            f"copy the upgrade left ({path}.schema-v{SCHEMA_VERSION}.bak; docs/deploy.md, "
+            "Rollback)")
+    if found == SCHEMA_VERSION:
+        return found, found
+    fresh = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    if not fresh and backup and path != ":memory:":
+        target = Path(f"{path}.schema-v{found}.bak")
+        if not target.exists():   # a failed earlier attempt's copy is the original: keep it
+            copy = sqlite3.connect(str(target))
+            try:
+                db.backup(copy)
+            finally:
+                copy.close()
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        found = schema_version(db)   # another process may have migrated it meanwhile
+        for version in range(found + 1, SCHEMA_VERSION + 1):   # a fresh store: all of them
+            MIGRATIONS[version](db)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    if not fresh and found < SCHEMA_VERSION:
+        log.warning("state store %s migrated from schema version %d to %d", path, found,
+                    SCHEMA_VERSION, extra={"fields": {"event": "store_migrated",
+                                                      "from": found, "to": SCHEMA_VERSION}})
+    return found, SCHEMA_VERSION
 
 
 def action_to_dict(action: Action) -> dict[str, Any]:
@@ -101,7 +173,7 @@ class JournalEntry:
 class Store:
     """One connection per daemon; WAL lets ``gpufair`` commands and tests read concurrently."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, backup: bool = True) -> None:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -110,11 +182,11 @@ class Store:
                                   check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")  # a SIGKILL must not lose a commit
-        self.db.executescript(SCHEMA)
-        columns = {r[1] for r in self.db.execute("PRAGMA table_info(actions)")}
-        if "key" not in columns:  # a store written before idempotency keys
-            self.db.execute("ALTER TABLE actions ADD COLUMN key TEXT")
-        self.db.execute("CREATE INDEX IF NOT EXISTS actions_key ON actions(key, status)")
+        try:
+            migrate(self.db, self.path, backup=backup)
+        except BaseException:
+            self.db.close()
+            raise
 
     def close(self) -> None:
         self.db.close()
@@ -295,7 +367,7 @@ def scratch_copy(path: str | None) -> Iterator[Store]:
         target = Path(tmp) / "state.db"
         if path is not None:
             _copy_store(path, target)
-        store = Store(target)
+        store = Store(target, backup=False)   # a copy: migrating it needs no way back
         try:
             yield store
         finally:

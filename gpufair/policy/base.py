@@ -29,6 +29,9 @@ class PolicyConfig:
     solver_threads: int | None = None
     options: Mapping[str, Any] | Any = field(default_factory=dict)
     options_source: str = "policy options"
+    #: seconds one stop-and-restart costs a job where the caller knows (the simulator's restart
+    #: overhead); None on a live cluster. Time-slicing policies size their quantum from it.
+    preempt_cost_s: float | None = None
 
 
 @runtime_checkable

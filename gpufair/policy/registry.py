@@ -18,6 +18,9 @@ BUILTIN = {
     "min_total_duration": "gpufair.policy.min_total_duration:MinTotalDurationPolicy",
     "themis": "gpufair.policy.themis.policy:ThemisPolicy",
     "shockwave": "gpufair.policy.shockwave.policy:ShockwavePolicy",
+    "gandiva_fair": "gpufair.policy.gandiva_fair.policy:GandivaFairPolicy",
+    "afs": "gpufair.policy.afs.policy:AfsPolicy",
+    "oef": "gpufair.policy.oef.policy:OefPolicy",
 }
 ALIASES = {"gavel": "max_min", "max_min_fairness": "max_min", "mst": "max_sum_throughput",
            "max_sum_throughput_perf": "max_sum_throughput", "ossp": "min_total_duration",

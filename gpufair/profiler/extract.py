@@ -127,6 +127,8 @@ class Fields:
         context[key] for its first (or the row's own value when unset). The context then
         holds each log's last value."""
         taken = values[rows]
+        if taken.size == 0:
+            return taken.astype(float)   # a chunk with no such rows: nothing before nothing
         logs = self.segment[rows]
         before = np.concatenate(([np.nan], taken[:-1]))
         opens = np.insert(logs[1:] != logs[:-1], 0, True)

@@ -7,7 +7,10 @@ restarts or as a job twice as fast. The launcher says which rank wrote each line
 profiler keeps one rank's stream: rank 0, or the lowest rank seen.
 
 Prefixes recognised (``PREFIXES``): ``[Rank N]`` (DeepSpeed, Megatron), ``[1,N]<stdout>:``
-(mpirun/Horovod ``--tag-output``), ``rankN:``, ``[defaultN]:`` (torchrun ``--tee``) and
+(mpirun/Horovod ``--tag-output``), ``[N]<stdout>:`` (horovodrun's own launcher, elastic
+runs; after the ``time.asctime()`` stamp of ``--prefix-output-with-timestamp``, and after
+blanks, as a log quoted in a document or relayed by a tool shows it), ``rankN:``,
+``[defaultN]:`` (torchrun ``--tee``) and
 ``N: `` (torchrun's ``--log-line-prefix``; only when two ranks or more show it, as a bare
 number and colon is common text). Lines of other ranks become empty lines (line numbers
 stay the file's); unprefixed lines (the launcher's own, a config dump) are kept.
@@ -21,6 +24,8 @@ import re
 PREFIXES: dict[str, bytes] = {
     "rank_bracket": rb"\[Rank (\d+)\]:? ?",
     "mpirun": rb"\[\d+,(\d+)\]<std(?:out|err)>: ?",
+    "horovodrun": rb"[ \t]*(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d [\d:]{8} \d{4})?"
+                  rb"\[(\d+)\]<std(?:out|err)>: ?",
     "rank_colon": rb"rank(\d+): ?",
     "torchrun_tee": rb"\[default(\d+)\]: ?",
     "torchrun": rb"(\d+): ",

@@ -638,9 +638,17 @@ def _mean_rate(rates: list[float]) -> float | None:
     """Samples/s at the mean cost of a step: the harmonic mean of the stated rates (a
     rate is samples over a step's time; the mean of times, not of rates, is the cost),
     the first left out as warm-up when there are others, rare pauses dropped as for
-    times (``steady_mean`` on the times per sample)."""
+    times (``steady_mean`` on the times per sample), of the rates since the last
+    sustained shift: the times per sample go through the shift rule iteration times go
+    through (``RegimeTracker``), so a job whose speed changed (an elastic job that grew,
+    a node that slowed) is read at its speed now, not at a mean of before and after."""
     kept = rates[1:] if len(rates) > 1 else rates
-    est = steady_mean([1.0 / r for r in kept if r > 0])
+    times = [1.0 / r for r in kept if r > 0]
+    if not times:
+        return None
+    tracker = RegimeTracker()
+    tracker.observe_times(np.zeros(len(times)), times)
+    est = steady_mean(list(tracker.regimes[-1].values))
     return None if est is None else 1.0 / est.value
 
 

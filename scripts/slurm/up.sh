@@ -5,7 +5,7 @@
 # gpufair prolog/epilog hooks. Nothing is written outside $SLURM_LO_BASE.
 # Usage:  scripts/slurm/up.sh [--restd] [--hard]
 #   --restd  also start slurmrestd (local auth on $BASE/run/slurmrestd.sock; JWT on TCP)
-#   --hard   install etc/job_submit.lua: jobs of managed partitions arrive held for gpufair
+#   --hard   install gpufair/deploy/job_submit.lua: jobs of managed partitions arrive held for gpufair
 # Env:    SLURM_LO_BASE=/tmp/gpufair-slurm  SLURM_LO_NODES="name:type:count ..."
 #         SLURM_LO_PORT0 (first slurmd)  SLURM_LO_CTLD_PORT  SLURM_LO_RESTD_PORT: default, a
 #         free block of ports (printed at the end, and kept in $BASE/etc/ports)
@@ -74,7 +74,7 @@ chmod 600 "$BASE/etc/jwt_hs256.key"
 
 # --- hooks: the project's wrapper under the four names slurm.conf uses ---------------
 for k in prolog epilog prolog-slurmctld epilog-slurmctld; do
-  install -m 755 "$HERE/gpufair-hook" "$BASE/scripts/$k"
+  install -m 755 "$REPO/gpufair/deploy/gpufair-hook" "$BASE/scripts/$k"
 done
 cat > "$BASE/scripts/gpufair-hook.env" <<ENV
 GPUFAIR_PYTHON=${GPUFAIR_PYTHON:-$(command -v python3)}
@@ -96,7 +96,7 @@ fi
 sed -e "s#@BASE@#$BASE#g" -e "s#@CTLD_PORT@#$CTLD_PORT#g" "$HERE/slurm.conf.in" \
   > "$BASE/etc/slurm.conf"
 if [[ $HARD == 1 ]]; then
-  install -m 644 "$REPO/etc/job_submit.lua" "$BASE/etc/job_submit.lua"
+  install -m 644 "$REPO/gpufair/deploy/job_submit.lua" "$BASE/etc/job_submit.lua"
   echo "JobSubmitPlugins=lua" >> "$BASE/etc/slurm.conf"
 fi
 echo "AutoDetect=off" > "$BASE/etc/gres.conf"

@@ -52,7 +52,7 @@ def throughputs(rate: Any = 42.97, *, key: str = "('ResNet-18 (batch size 32)', 
 
 
 def snapshot(change: Callable[[dict[str, Any]], object] | None = None) -> bytes:
-    data = json.loads((REPO / "etc" / "snapshot.example.json").read_text())
+    data = json.loads((REPO / "gpufair" / "deploy" / "snapshot.example.json").read_text())
     if change is not None:
         change(data)
     return json.dumps(data, indent=1).encode()

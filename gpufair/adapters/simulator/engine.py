@@ -82,11 +82,35 @@ class TraceSimulator:
     name = "simulator"
 
     def __init__(self, trace: Sequence[TraceJob], throughputs: Throughputs,
-                 nodes: Sequence[Node], semantics: Semantics, round_s: float = 120.0) -> None:
+                 nodes: Sequence[Node], semantics: Semantics, round_s: float = 120.0, *,
+                 elastic: bool = False, resize_overhead_s: float | None = None,
+                 elastic_max: int | None = None) -> None:
+        """``elastic``: trace jobs may run on 1..scale factor GPUs and be resized (the
+        scale factor becomes their max GPUs, or ``elastic_max`` when larger, to let jobs
+        grow past their request as the AFS paper's do); a resize costs ``resize_overhead_s`` of no
+        progress (default: the semantics' restart overhead, as a restart from a checkpoint
+        does; CoDDL's in-place resize costs ~4 ms, i.e. 0)."""
         if not MIN_ROUND_S <= round_s <= MAX_ROUND_S:   # NaN fails this too
             raise InputError("--round", f"must be a finite number of seconds from "
                              f"{MIN_ROUND_S:g} to {MAX_ROUND_S:g}", field="round",
                              value=round_s)
+        if elastic and semantics.round_ends_at_last_finish:
+            raise InputError("--elastic", "elastic jobs need --semantics clean (the artifact "
+                             "semantics reproduce rigid-gang simulators)", field="semantics",
+                             value=semantics.name)
+        if resize_overhead_s is not None and not 0 <= resize_overhead_s <= MAX_ROUND_S:
+            raise InputError("--resize-overhead", f"must be a number of seconds from 0 to "
+                             f"{MAX_ROUND_S:g}", field="resize_overhead", value=resize_overhead_s)
+        if resize_overhead_s is not None and not elastic:
+            raise InputError("--resize-overhead", "only rigid jobs: give --elastic too",
+                             field="resize_overhead", value=resize_overhead_s)
+        if elastic_max is not None and not (elastic and isinstance(elastic_max, int)
+                                            and 1 <= elastic_max <= 4096):
+            raise InputError("--elastic-max", "a whole number of GPUs from 1 to 4096, with "
+                             "--elastic", field="elastic_max", value=elastic_max)
+        self.elastic = elastic
+        self.resize_overhead_s = semantics.restart_overhead_s if resize_overhead_s is None \
+            else float(resize_overhead_s)
         self.semantics = semantics
         self.round_s = float(round_s)
         self.nodes = tuple(nodes)
@@ -100,7 +124,8 @@ class TraceSimulator:
         self.jobs: list[SimJob] = []
         self.dropped: list[DroppedJob] = []
         for trace_job in trace:
-            built = build_job(trace_job, throughputs, self._profiles, types)
+            built = build_job(trace_job, throughputs, self._profiles, types, elastic,
+                              elastic_max)
             if isinstance(built, str):
                 self.dropped.append(DroppedJob(trace_job.index, trace_job.line, built))
                 continue
@@ -157,6 +182,10 @@ class TraceSimulator:
     def finished(self) -> bool:
         return not self._active and self._next_arrival >= len(self.jobs)
 
+    def resizes(self) -> int:
+        """Resizes carried out so far (elastic jobs only)."""
+        return sum(j.resizes for j in self.jobs)
+
     def gpus_in_use(self) -> int:
         return sum(len(j.held) for j in self._active)
 
@@ -192,7 +221,21 @@ class TraceSimulator:
                 self._start(job, tuple(action.gpu_ids), moved=isinstance(action, Migrate))
                 results.append(ActionResult(action, True))
             elif isinstance(action, Resize):
-                results.append(ActionResult(action, False, "trace jobs are rigid gangs"))
+                if not job.elastic:
+                    results.append(ActionResult(action, False, "trace jobs are rigid gangs"))
+                    continue
+                problem = self._check_gpus(job, action.gpu_ids, held - set(job.held))
+                if not job.held:
+                    problem = problem or "not running; a start is a Start"
+                if problem:
+                    results.append(ActionResult(action, False, problem))
+                    continue
+                held.difference_update(job.held)
+                held.update(action.gpu_ids)
+                job.held = tuple(action.gpu_ids)
+                job.resizes += 1
+                job.overhead_left_s = self.resize_overhead_s
+                results.append(ActionResult(action, True))
             elif isinstance(action, SetPriority):
                 results.append(ActionResult(action, True, "priorities have no effect here"))
         return results
@@ -206,7 +249,10 @@ class TraceSimulator:
 
     # -- helpers shared by both semantics ----------------------------------------------------
     def _check_gpus(self, job: SimJob, gpus: Sequence[str], busy: set[str]) -> str:
-        if len(gpus) != job.sf:
+        if job.elastic:
+            if not 1 <= len(gpus) <= job.top:
+                return f"elastic job of 1 to {job.top} GPUs, got {len(gpus)}"
+        elif len(gpus) != job.sf:
             return f"gang of {job.sf} GPUs, got {len(gpus)}"
         types = {self._gpu_type.get(g) for g in gpus}
         if None in types:
@@ -215,8 +261,8 @@ class TraceSimulator:
             return "a gang must use one GPU type"
         if busy.intersection(gpus):
             return "GPU already in use"
-        if self._rate(job, types.pop()) <= 0:
-            return "job cannot run on this GPU type"
+        if self._rate(job, types.pop(), len(gpus)) <= 0:
+            return f"job cannot run on {len(gpus)} GPUs of this type"
         return ""
 
     def _start(self, job: SimJob, gpus: tuple[str, ...], moved: bool) -> None:
@@ -228,12 +274,12 @@ class TraceSimulator:
         if not self.semantics.restart_overhead_full_rounds_only:
             job.overhead_left_s = self.semantics.restart_overhead_s
 
-    def _rate(self, job: SimJob, gpu_type: str) -> float:
-        rate = job.profile.rate(gpu_type, job.sf)
+    def _rate(self, job: SimJob, gpu_type: str, count: int) -> float:
+        rate = job.profile.rate(gpu_type, count)
         return 0.0 if rate is None else rate
 
     def _held_rate(self, job: SimJob) -> float:
-        return self._rate(job, self._gpu_type[job.held[0]])
+        return self._rate(job, self._gpu_type[job.held[0]], len(job.held))
 
     def _record(self, job: SimJob) -> Job:
         key = (job.run, job.held, job.batch, job.attained_s, job.finished, job.restarts,
@@ -270,7 +316,8 @@ class TraceSimulator:
         life filled in once: running jobs get a new record at every event, and looking
         these up again was much of its cost. :meth:`_make_record` sets the others."""
         return list(astuple_shallow(Job(
-            id=job.id, gpus=job.sf, arrival_s=job.arrival_s, model=job.model,
+            id=job.id, gpus=job.sf, min_gpus=job.min_gpus, max_gpus=job.max_gpus,
+            arrival_s=job.arrival_s, model=job.model,
             initial_batch_size=job.b0, adaptation=job.mode,
             samples_per_epoch=SAMPLES_PER_EPOCH.get(job.model),
             max_batch_size=MAX_BATCH.get(job.model, job.b0) if job.adapts else job.b0,
@@ -302,7 +349,7 @@ class TraceSimulator:
         if new is None or new == job.batch or job.b0 == MAX_BATCH.get(job.model):
             return
         new_type = job_type_with_batch(job.trace.job_type, new)
-        profile = self._profiles.get(new_type, job.sf)
+        profile = self._profiles.get(new_type, job.sf, job.top if job.elastic else None)
         if not any(r > 0 for r in profile.rates.values()):
             return  # the key is missing: the change is reverted
         old = job.batch
@@ -414,7 +461,7 @@ class TraceSimulator:
             productive = elapsed - overhead
             job.run = min(job.total, job.run + rate * productive)
             job.attained_s += elapsed if self.semantics.attained_includes_overhead else productive
-            self.busy_gpu_s += productive * job.sf
+            self.busy_gpu_s += productive * len(job.held)
         self.now = target
         for job, _ in running:
             if job.remaining <= _EPS * max(1.0, job.total):

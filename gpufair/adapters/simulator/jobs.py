@@ -51,6 +51,11 @@ class SimJob:
     record: Job | None = None
     # the record's field values, the fixed ones filled in once (TraceSimulator._make_record)
     record_values: list[object] | None = None
+    # elastic (``--elastic``): may run on 1..top GPUs (the scale factor, or ``--elastic-max``
+    # when larger); resizes carried out
+    elastic: bool = False
+    top: int = 0
+    resizes: int = 0
 
     @property
     def sf(self) -> int:
@@ -59,6 +64,14 @@ class SimJob:
     @property
     def arrival_s(self) -> float:
         return self.trace.arrival_s
+
+    @property
+    def min_gpus(self) -> int | None:
+        return 1 if self.elastic else None
+
+    @property
+    def max_gpus(self) -> int | None:
+        return self.top if self.elastic else None
 
     @property
     def remaining(self) -> float:
@@ -75,28 +88,41 @@ class SimJob:
 
 
 class ProfileCache:
-    """One immutable ThroughputProfile per (job type, gang size), shared by all snapshots."""
+    """One immutable ThroughputProfile per (job type, gang size), shared by all snapshots.
+
+    An elastic job's profile also holds every smaller GPU count the throughputs file
+    measured for its job type (the scaling curve a policy such as AFS reads)."""
 
     def __init__(self, throughputs: Throughputs, gpu_types: tuple[str, ...]) -> None:
         self._throughputs = throughputs
         self._types = gpu_types
-        self._cache: dict[tuple[str, int], ThroughputProfile] = {}
+        self._cache: dict[tuple[str, int, int | None], ThroughputProfile] = {}
 
-    def get(self, job_type: str, sf: int) -> ThroughputProfile:
-        key = (job_type, sf)
+    def get(self, job_type: str, sf: int, top: int | None = None) -> ThroughputProfile:
+        """``top``: an elastic job's most GPUs (its profile holds 1..top); None: rigid."""
+        key = (job_type, sf, top)
         profile = self._cache.get(key)
         if profile is None:
-            rates = {(t, sf): r for t in self._types
-                     if (r := self._throughputs.rate(t, job_type, sf)) is not None}
+            counts = (sf,) if top is None else range(1, top + 1)
+            rates = {(t, c): r for t in self._types for c in counts
+                     if (r := self._throughputs.rate(t, job_type, c)) is not None}
             profile = self._cache[key] = ThroughputProfile(rates)
         return profile
 
 
 def build_job(trace: TraceJob, throughputs: Throughputs, profiles: ProfileCache,
-              gpu_types: tuple[str, ...]) -> SimJob | str:
-    """The simulated job, or the reason it cannot be simulated on this cluster."""
-    profile = profiles.get(trace.job_type, trace.scale_factor)
-    usable = {t: r for (t, _), r in profile.rates.items() if r > 0}
+              gpu_types: tuple[str, ...], elastic: bool = False,
+              elastic_max: int | None = None) -> SimJob | str:
+    """The simulated job, or the reason it cannot be simulated on this cluster.
+
+    ``elastic``: the trace's scale factor becomes the job's max GPUs (min 1), or
+    ``elastic_max`` when that is larger; a job whose max is 1 stays rigid. Its work and
+    isolated time are still those at the scale factor."""
+    top = max(trace.scale_factor, elastic_max or 0)
+    elastic = elastic and top > 1
+    profile = profiles.get(trace.job_type, trace.scale_factor, top if elastic else None)
+    usable = {t: r for (t, c), r in profile.rates.items()
+              if r > 0 and c == trace.scale_factor}
     if not usable:
         known = any(throughputs.rate(t, trace.job_type, trace.scale_factor) is not None
                     for t in throughputs.gpu_types())
@@ -120,5 +146,5 @@ def build_job(trace: TraceJob, throughputs: Throughputs, profiles: ProfileCache,
         exclusive = trace.total_steps / usable[reference]
     return SimJob(trace=trace, id=str(trace.index), model=model, b0=b0, mode=mode,
                   epochs=epochs, exclusive_s=exclusive, batch=b0, total=float(trace.total_steps),
-                  profile=profile,
+                  profile=profile, elastic=elastic, top=top if elastic else 0,
                   batch_rates=throughputs.batch_rates(reference, model, trace.scale_factor))

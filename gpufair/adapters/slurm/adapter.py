@@ -7,6 +7,7 @@ Reads are retried with exponential backoff (slurmctld restarting, a timeout) and
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -82,6 +83,10 @@ class SlurmSettings:
     def __post_init__(self) -> None:
         if any(not p for p in self.managed_partitions):
             raise ValueError("managed_partitions: empty partition name")
+
+
+#: How far into the next second a restart after a requeue waits (see ``_await_pending``).
+REVOKE_MARGIN_S = 0.05
 
 
 @dataclass
@@ -316,7 +321,13 @@ class SlurmAdapter:
         raise ValueError(f"unknown check {step.verb}")
 
     def _await_pending(self, job_id: str) -> CommandResult:
-        """After a requeue the job is COMPLETING; updates then would be overwritten."""
+        """After a requeue the job is COMPLETING; updates then would be overwritten.
+
+        Once it is PENDING, wait into the next wall-clock second: the requeue revoked the
+        incarnation's launch credential on its nodes with a time in whole seconds, and
+        slurmd refuses a credential made in that same second ("Job credential revoked":
+        the job ends FAILED). A restart right away on one of its nodes — a resize that
+        keeps some of its GPUs — hit that about one time in three on loopback Slurm."""
         deadline = self.clock() + self.settings.settle_timeout_s
         while self.clock() < deadline:
             try:
@@ -326,6 +337,9 @@ class SlurmAdapter:
             state = next((str(j.get("job_state")) for j in jobs.get("jobs", ())
                           if str(j.get("job_id")) == job_id), None)
             if state == "PENDING":
+                now = self.clock()
+                wait = math.floor(now) + 1.0 + REVOKE_MARGIN_S - now
+                self.sleep(wait)
                 return CommandResult(True, "pending")
             self.sleep(0.25)
         return CommandResult(False, f"still not pending after "

@@ -50,6 +50,10 @@ JOB_STATES: dict[str, JobState | None] = {
 }
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job requeued in held state"})
 MANAGED_MARK = "gpufair:managed"
+#: An elastic job says so in its --comment: ``gpufair:gpus=MIN-MAX`` (one word); it is then
+#: scheduled with any GPU count from MIN to MAX (AFS), and resized by requeue + update.
+ELASTIC_MARK = "gpufair:gpus="
+_ELASTIC = re.compile(r"^([0-9]{1,7})-([0-9]{1,7})$")
 _U32 = 1 << 32
 _MAX_U32 = _U32 - 1
 #: Bounds of a sane record (Slurm's ids and counters are 32-bit; times are epoch seconds).
@@ -244,6 +248,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
             if result is None:
                 continue
             _check_held(*result, known)
+            result = (_elastic(result[0], raw, problems, where), result[1])
             try:
                 result = (_constrain(result[0], raw, site), result[1])
             except Unmodelled as why:   # not broken: just not for the policy to place
@@ -365,6 +370,33 @@ _SIMPLE_FEATURES = re.compile(r"^[A-Za-z0-9_.\-]+([&,][A-Za-z0-9_.\-]+)*$")
 
 class Unmodelled(ValueError):
     """The job asks something of its placement gpufair cannot express; it is left alone."""
+
+
+def _elastic(job: Job, raw: Mapping[str, Any], problems: list[str], where: str) -> Job:
+    """min/max GPUs from ``gpufair:gpus=MIN-MAX`` in the job's comment. The comment is the
+    user's: a word that is not a valid range is reported and the job stays rigid (it still
+    runs, at the size it asked for), rather than being dropped or guessed at."""
+    words = [w for w in _text(raw, "comment").split() if w.startswith(ELASTIC_MARK)]
+    if not words:
+        return job
+    text = words[0][len(ELASTIC_MARK):]
+    match = _ELASTIC.match(text)
+    problem = None
+    if len(words) > 1:
+        problem = "gives gpufair:gpus= more than once"
+    elif match is None:
+        problem = "expects MIN-MAX (e.g. gpufair:gpus=1-8)"
+    else:
+        low, high = int(match.group(1)), int(match.group(2))
+        if not 1 <= low <= high <= _MAX_JOB_GPUS:
+            problem = f"needs 1 <= MIN <= MAX <= {_MAX_JOB_GPUS}"
+        elif not low <= job.gpus <= high:
+            problem = f"asks for {job.gpus} GPUs, outside {low}-{high}"
+    if problem is not None:
+        problems.append(f"{where}: comment {_show(words[0])} {problem}; scheduled as a rigid "
+                        f"job of {job.gpus} GPUs")
+        return job
+    return replace(job, min_gpus=low, max_gpus=high)
 
 
 def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:

@@ -7,6 +7,7 @@ lines, and Megatron's carry more (iteration time *and* global batch size); the g
 
 from __future__ import annotations
 
+from gpufair.profiler.parsers.accelerate import AccelerateParser
 from gpufair.profiler.parsers.base import Parser
 from gpufair.profiler.parsers.deepspeed import DeepSpeedParser
 from gpufair.profiler.parsers.detectron2 import Detectron2Parser
@@ -27,12 +28,14 @@ from gpufair.profiler.parsers.paddle import PaddleParser
 from gpufair.profiler.parsers.pytorch import PyTorchParser
 from gpufair.profiler.parsers.reporter_jsonl import ReporterParser
 from gpufair.profiler.parsers.tensorflow import TensorFlowParser
+from gpufair.profiler.parsers.timm import TimmParser
 
 FAMILIES: tuple[type[Parser], ...] = (
-    ReporterParser, MegatronParser, DeepSpeedParser, HfTrainerParser, LightningParser,
+    ReporterParser, MegatronParser, DeepSpeedParser, HfTrainerParser, AccelerateParser,
+    LightningParser,
     KerasParser, TensorFlowParser, Detectron2Parser, MaskRcnnBenchmarkParser, MmcvParser,
     FairseqParser, LitGptParser, PaddleParser, NiftyNetParser, NemoParser, JaxParser,
-    MxnetParser, PyTorchParser, MetersParser,
+    MxnetParser, TimmParser, PyTorchParser, MetersParser,
 )
 BY_NAME: dict[str, type[Parser]] = {p.family: p for p in FAMILIES}
 

@@ -14,6 +14,8 @@ The admin comment that marks the job cannot be changed by users at all.
 
 Install: copy next to slurm.conf as job_submit.lua and set
     JobSubmitPlugins=lua
+(`gpufair admin write-files` writes a copy with SLURM_USER_UID filled in to
+/usr/local/share/gpufair/job_submit.lua; docs/deploy.md)
 Edit MANAGED to list the partitions gpufair controls (the same list as
 [slurm] managed_partitions in gpufair.toml). A job without -p goes to the
 default partition, named in DEFAULT_PARTITION.

@@ -1,0 +1,495 @@
+"""The YARN adapter: the same ResourceManager protocol as Slurm's, over the RM's REST API.
+
+Read side: nodes with ``yarn.io/gpu``, the active apps, and the live containers of the running
+ones (for where their GPUs are) → :func:`gpufair.adapters.yarn.translate.translate`.
+
+Write side — what a REST-only arbiter can do (specs/yarn_rm_rest.md §9), each only when the
+configuration says the RM allows it, with a clear refusal otherwise:
+
+- ``Start``: the tenant's GPU share grows by the job's GPUs, enforced as CapacityScheduler
+  queue capacities through ``scheduler-conf`` (validated first) — YARN's own placement then
+  gives the queue its GPUs; the started app's priority is raised so that within its queue the
+  RM serves the app the plan chose; optionally the app is moved into its tenant's queue, and
+  given a lifetime (``lease_s``) after which the RM kills it: a lease.
+- ``Preempt``: kill (``PUT state KILLED`` with a diagnostic), then the tenant's share shrinks.
+  YARN has no requeue: the app's framework (or its owner) submits again.
+- ``SetPriority`` (soft mode): ``PUT priority``; the RM may clamp it to the cluster or queue
+  maximum, and the reply says what it kept.
+- ``Resize``, ``Migrate``, ``Resume``: not expressible — YARN cannot move or resize a running
+  app's containers from outside, nor suspend one.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpufair.adapters.base import Effect
+from gpufair.adapters.yarn.client import RMClient, RMError, RMUnavailable
+from gpufair.adapters.yarn.decode import as_float, as_int, as_list, items
+from gpufair.adapters.yarn.enforce import QueueLayout, capacities, mutation
+from gpufair.adapters.yarn.queues import queue_tree
+from gpufair.adapters.yarn.translate import ACTIVE_STATES, APP_ID, YarnView, leaf, translate
+from gpufair.errors import InputError
+from gpufair.model import (
+    Action,
+    ActionResult,
+    ClusterState,
+    JobState,
+    Migrate,
+    Preempt,
+    Resize,
+    Resume,
+    SetPriority,
+    Start,
+)
+from gpufair.settings import setting
+
+log = logging.getLogger("gpufair.yarn")
+ATTEMPT_ID = re.compile(r"appattempt_\d{1,20}_\d{1,12}_\d{1,9}")
+
+
+@dataclass(frozen=True)
+class YarnSettings:
+    """The ``[yarn]`` section of gpufair.toml."""
+
+    urls: tuple[str, ...] = setting((), "ResourceManager web addresses, http(s)://host:port;"
+                                    " several for RM HA (the active one is found and"
+                                    " followed)")
+    auth: str = setting("none", "none (the RM's static user), simple (user.name), kerberos"
+                        " (SPNEGO; needs requests-gssapi), token (delegation token)",
+                        choices=("none", "simple", "kerberos", "token"))
+    user: str | None = setting(None, "user.name for simple auth")
+    token_file: str | None = setting(None, "file holding an RM delegation token (auth token)")
+    ca_bundle: str | None = setting(None, "CA bundle for HTTPS; unset: the system's")
+    client_cert: str | None = setting(None, "client certificate (PEM with its key) for HTTPS")
+    timeout_s: float = setting(10.0, "per request", gt=0.0, le=600.0)
+    retries: int = setting(3, "attempts per request (reads and idempotent writes)", ge=1,
+                           le=20)
+    backoff_s: float = setting(0.5, "first pause between attempts (doubles)", ge=0.0, le=60.0)
+    managed_queues: tuple[str, ...] = setting((), "leaf queues gpufair schedules (their apps"
+                                              " are the jobs); empty: every queue")
+    tenant_from: str = setting("queue", "a tenant per leaf queue, or per user",
+                               choices=("queue", "user"))
+    gpu_type_attribute: str = setting("gpu_type", "node attribute naming the GPU type (else"
+                                      " the node's first label, else default_gpu_type)")
+    default_gpu_type: str = setting("gpu", "GPU type of nodes that name none")
+    app_tag_prefix: str = setting("", "an app tag starting with this names the job's app"
+                                  " group (the rest of the tag); empty: the first tag")
+    enforce: str = setting("none", "capacity: tenants' GPU shares become CapacityScheduler"
+                           " queue capacities via scheduler-conf (CS with a mutable"
+                           " configuration store); none: no queue changes",
+                           choices=("none", "capacity"))
+    parent_queue: str = setting("root", "full path of the tenants' parent queue")
+    rest_queue: str | None = setting(None, "full path of the sibling queue that takes the"
+                                     " capacity no tenant gets (enforce = capacity)")
+    allow_kill: bool = setting(True, "preemption kills the app (YARN cannot requeue)")
+    allow_priority: bool = setting(True, "set app priorities (CapacityScheduler only)")
+    started_priority: int = setting(10, "priority given to an app gpufair starts, so that"
+                                    " its queue serves it first", ge=0, le=1_000_000)
+    allow_move: bool = setting(False, "move a started app into its tenant's queue"
+                               " (tenant_from = user)")
+    lease_s: float = setting(0.0, "lifetime given to a started app (the RM kills it then);"
+                             " 0: none", ge=0.0, le=30 * 86400.0)
+    kill_wait_s: float = setting(30.0, "how long a kill may take to show", gt=0.0)
+    grant_ttl_s: float = setting(600.0, "a started app keeps its share in its queue's"
+                                 " capacity until it runs, leaves, or this long passes",
+                                 gt=0.0)
+
+    def __post_init__(self) -> None:
+        if self.enforce == "capacity":
+            if self.tenant_from == "user" and not self.allow_move:
+                raise ValueError("enforce = capacity with tenant_from = user needs allow_move"
+                                 " (apps must sit in their user's queue)")
+            if not self.rest_queue:
+                raise ValueError("enforce = capacity needs rest_queue (a sibling of the"
+                                 " tenant queues: CapacityScheduler needs siblings' capacities"
+                                 " to sum to 100)")
+            if not self.rest_queue.startswith(self.parent_queue + "."):
+                raise ValueError("rest_queue must be a child of parent_queue")
+
+
+class NotExpressible(ValueError):
+    """An action YARN's REST API cannot carry out (or this RM's configuration forbids)."""
+
+
+@dataclass
+class YarnAdapter:
+    client: RMClient
+    settings: YarnSettings = field(default_factory=YarnSettings)
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    last_view: YarnView | None = None
+    mode: str = "hard"
+    _granted: dict[str, tuple[str, int, float]] = field(default_factory=dict)
+    _killed: set[str] = field(default_factory=set)
+    _written: dict[str, str] | None = None
+    _parent_pct: float | None = None
+    _attempts: dict[str, str] = field(default_factory=dict)
+    _fresh_at: float | None = None
+
+    @classmethod
+    def from_settings(cls, settings: YarnSettings, *, mode: str = "hard",
+                      urls: Sequence[str] | None = None) -> YarnAdapter:
+        token = None
+        if settings.token_file:
+            try:
+                token = Path(settings.token_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise InputError(settings.token_file, f"cannot read token: {exc.strerror}",
+                                 field="yarn.token_file") from exc
+        client = RMClient(list(urls or settings.urls), timeout_s=settings.timeout_s,
+                          retries=settings.retries, backoff_s=settings.backoff_s,
+                          auth=settings.auth, user=settings.user, token=token,
+                          verify=settings.ca_bundle or True, cert=settings.client_cert)
+        return cls(client, settings, mode=mode)
+
+    @property
+    def name(self) -> str:
+        return f"yarn/{self.client.active or self.client.urls[0]}"
+
+    # ---- read side ------------------------------------------------------------------------
+    def read(self) -> tuple[Any, Any, dict[str, list[Any]]]:
+        """Nodes, active apps and the running apps' containers (raises RMUnavailable)."""
+        nodes = self.client.get("/nodes")
+        apps = self.client.get("/apps", states=",".join(ACTIVE_STATES))
+        containers: dict[str, list[Any]] = {}
+        for raw in items(apps, "apps", "app", "yarn/apps"):
+            if str(raw.get("state")) != "RUNNING":
+                continue
+            app_id = str(raw.get("id"))
+            if APP_ID.fullmatch(app_id):   # ids go into URL paths (translate reports others)
+                containers[app_id] = self._containers(app_id)
+        self._attempts = {k: v for k, v in self._attempts.items() if k in containers}
+        return nodes, apps, containers
+
+    def _containers(self, app_id: str) -> list[Any]:
+        """The live containers of a running app's current attempt. The attempt id is kept
+        from one snapshot to the next (it changes only when the AM restarts, and then the
+        old attempt's containers are gone: a 404 or an empty list sends us to look again),
+        so a running app costs one request per snapshot, not two."""
+        attempt = self._attempts.get(app_id)
+        if attempt is not None:
+            found = self._attempt_containers(app_id, attempt)
+            if found:
+                return found
+        attempt = self._current_attempt(app_id)
+        if attempt is None:
+            return []
+        self._attempts[app_id] = attempt
+        return self._attempt_containers(app_id, attempt)
+
+    def _current_attempt(self, app_id: str) -> str | None:
+        try:
+            attempts = self.client.get(f"/apps/{app_id}/appattempts")
+        except RMError as exc:
+            if exc.status == 404:     # finished between the two reads
+                return None
+            raise
+        wrapper = attempts.get("appAttempts") if isinstance(attempts, Mapping) else None
+        listed = [a for a in as_list(wrapper.get("appAttempt"))
+                  if isinstance(a, Mapping)] if isinstance(wrapper, Mapping) else []
+        if not listed:
+            return None
+        last = max(listed, key=lambda a: as_int(a.get("id")))
+        attempt = str(last.get("appAttemptId") or "")
+        return attempt if ATTEMPT_ID.fullmatch(attempt) else None
+
+    def _attempt_containers(self, app_id: str, attempt: str) -> list[Any]:
+        try:
+            doc = self.client.get(f"/apps/{app_id}/appattempts/{attempt}/containers")
+        except RMError as exc:
+            if exc.status == 404:
+                return []
+            raise
+        return items(doc, "containers", "container", f"yarn/{app_id}/containers")
+
+    def view(self) -> YarnView:
+        s = self.settings
+        try:
+            nodes, apps, containers = self.read()
+            view = translate(nodes, apps, containers, now=self.clock(),
+                             managed_queues=s.managed_queues, tenant_from=s.tenant_from,
+                             gpu_type_attribute=s.gpu_type_attribute,
+                             default_gpu_type=s.default_gpu_type,
+                             app_tag_prefix=s.app_tag_prefix, source=self.name)
+        except RMError as exc:   # refused a read (auth, ACL): no usable answer this round
+            raise RMUnavailable(f"the ResourceManager refused a read: {exc}") from exc
+        except InputError as exc:   # a reply that is not the documented shape
+            raise RMUnavailable(f"unreadable ResourceManager reply: {exc}") from exc
+        for problem in view.problems:
+            log.warning("%s", problem)
+        self.last_view = view
+        return view
+
+    def snapshot(self) -> ClusterState:
+        if self._fresh_at is not None and self.last_view is not None \
+                and time.monotonic() - self._fresh_at < 1.0:
+            view = self.last_view        # read by reconcile() just before this round
+        else:
+            view = self.view()
+        self._fresh_at = None
+        self._settle(view)
+        return view.state
+
+    def _settle(self, view: YarnView) -> None:
+        """A grant lasts until its app runs (then it counts as held) or leaves, or expires;
+        kills of the last round show in the view now."""
+        now = self.clock()
+        pending = {j.id for j in view.state.jobs if j.state is JobState.PENDING}
+        self._granted = {k: g for k, g in self._granted.items()
+                         if k in pending and now - g[2] < self.settings.grant_ttl_s}
+        self._killed.clear()
+
+    def reconcile(self) -> list[str]:
+        """Before each live round (never in a dry run): set the tenants' queue capacities to
+        what they hold now plus what gpufair started that YARN has not placed yet, when the
+        RM shows anything else — an admin's edit, the capacities the cluster started with, a
+        tenant whose app finished. Without this a round that plans no change would leave
+        queues free to grow into GPUs the plan gave nobody. Logged here; the list the daemon
+        counts as bypasses stays empty (no job was re-held)."""
+        if self.settings.enforce != "capacity" or self.mode != "hard":
+            return []
+        try:
+            view = self.view()
+            self._settle(view)
+            self._fresh_at = time.monotonic()
+            detail = self._enforce(check_rm=True)
+        except (RMUnavailable, RMError, NotExpressible, InputError) as exc:
+            log.warning("yarn: queue capacities not re-asserted: %s", exc)
+            return []
+        if detail != "queue capacities unchanged":
+            log.info("yarn: %s (re-asserted before the round)", detail)
+        return []
+
+    def status(self) -> dict[str, float]:
+        return {"yarn_rm_failovers": float(self.client.failovers),
+                "yarn_rm_requests": float(self.client.requests)}
+
+    # ---- write side -----------------------------------------------------------------------
+    def warn_preemptions(self, actions: Sequence[Action]) -> float:
+        """YARN's REST API has no checkpoint signal an app can catch before its kill (a
+        container signal would stop the container itself): nothing to wait for."""
+        if any(getattr(a, "grace_s", 0.0) > 0 for a in actions):
+            log.warning("yarn: no checkpoint warning before a kill is possible through REST;"
+                        " grace_s is ignored")
+        return 0.0
+
+    def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
+        return [self.apply_one(a) for a in actions]
+
+    def apply_one(self, action: Action) -> ActionResult:
+        try:
+            view = self.last_view or self.view()
+        except RMUnavailable as exc:
+            return ActionResult(action, False, str(exc), retry=True)
+        job = next((j for j in view.state.jobs if j.id == action.job_id), None)
+        info = view.apps.get(action.job_id)
+        if job is None or info is None:
+            return ActionResult(action, False, f"app {action.job_id} not in the last snapshot")
+        try:
+            if isinstance(action, Start):
+                return ActionResult(action, True, self._start(action, job.tenant, info.queue))
+            if isinstance(action, Preempt):
+                return ActionResult(action, True, self._kill(action.job_id))
+            if isinstance(action, SetPriority):
+                return ActionResult(action, True, self._priority(action.job_id,
+                                                                 round(action.priority)))
+            if isinstance(action, (Resize, Migrate, Resume)):
+                raise NotExpressible(f"YARN cannot {type(action).__name__.lower()} a running"
+                                     " app's containers through its REST API")
+            raise NotExpressible(f"unknown action {type(action).__name__}")
+        except NotExpressible as exc:
+            return ActionResult(action, False, f"app {action.job_id}: {exc}")
+        except RMUnavailable as exc:
+            return ActionResult(action, False, str(exc), retry=True)
+        except RMError as exc:
+            stale = exc.status == 404 or "state cannot" in exc.message
+            return ActionResult(action, False, f"app {action.job_id}: the RM refused: {exc}",
+                                stale=stale)
+        except InputError as exc:
+            return ActionResult(action, False, f"app {action.job_id}: {exc}")
+
+    def _start(self, action: Start, tenant: str, queue: str) -> str:
+        s = self.settings
+        done = []
+        if s.allow_move and s.tenant_from == "user" and leaf(queue) != tenant:
+            target = f"{s.parent_queue}.{tenant}"
+            reply = self.client.put(f"/apps/{action.job_id}/queue", {"queue": target})
+            done.append(f"moved to {reply.data.get('queue', target)}")
+        # the priority first: once the queue grows, the RM may place at its next heartbeat,
+        # and it must then pick this app, not an older one of the same queue
+        if s.allow_priority:
+            try:
+                done.append(self._priority(action.job_id, s.started_priority))
+            except RMError as exc:   # a FairScheduler RM: the quota alone must do
+                log.warning("app %s: priority not set: %s", action.job_id, exc)
+        self._granted[action.job_id] = (tenant, len(action.gpu_ids), self.clock())
+        if s.enforce == "capacity":
+            done.append(self._enforce())
+        elif self.mode == "hard":
+            log.info("yarn: enforce = none: start of %s only raises its priority",
+                     action.job_id)
+        if s.lease_s > 0:
+            expiry = datetime.fromtimestamp(self.clock() + s.lease_s, tz=timezone.utc)
+            text = expiry.strftime("%Y-%m-%dT%H:%M:%S.") + f"{expiry.microsecond // 1000:03d}" \
+                + "+0000"
+            self.client.put(f"/apps/{action.job_id}/timeout",
+                            {"timeout": {"type": "LIFETIME", "expiryTime": text}})
+            done.append(f"lease until {text}")
+        return ", ".join(done) or "nothing to do (enforce = none, priorities off)"
+
+    def _kill(self, app_id: str) -> str:
+        if not self.settings.allow_kill:
+            raise NotExpressible("preemption would kill the app (YARN cannot requeue one) and"
+                                 " allow_kill is off")
+        body = {"state": "KILLED", "diagnostics": "preempted by gpufair"}
+        reply = self.client.put(f"/apps/{app_id}/state", body)
+        deadline = self.clock() + self.settings.kill_wait_s
+        state = str((reply.data or {}).get("state", ""))
+        while reply.status == 202 and state != "KILLED" and self.clock() < deadline:
+            self.sleep(0.2)
+            reply = self.client.put(f"/apps/{app_id}/state", body)
+            state = str((reply.data or {}).get("state", ""))
+        if state != "KILLED":
+            raise RMError(reply.status, None, f"still {state or '?'} after "
+                          f"{self.settings.kill_wait_s:g} s")
+        self._killed.add(app_id)
+        self._granted.pop(app_id, None)
+        detail = "killed"
+        if self.settings.enforce == "capacity":
+            detail += ", " + self._enforce()
+        return detail
+
+    def _priority(self, app_id: str, wanted: int) -> str:
+        if not self.settings.allow_priority:
+            raise NotExpressible("allow_priority is off")
+        reply = self.client.put(f"/apps/{app_id}/priority", {"priority": wanted})
+        kept = as_int((reply.data or {}).get("priority"), wanted)
+        if kept != wanted:
+            log.warning("app %s: the RM clamped priority %d to %d (see "
+                        "yarn.cluster.max-application-priority)", app_id, wanted, kept)
+        return f"priority {kept}"
+
+    # ---- queue capacities -----------------------------------------------------------------
+    def shares(self) -> dict[str, int]:
+        """Each managed tenant's GPUs this round: what its running apps hold (apps killed
+        this round excepted) plus what gpufair started since the snapshot."""
+        assert self.last_view is not None
+        out = {leaf(q): 0 for q in self.settings.managed_queues}
+        for job in self.last_view.state.jobs:
+            if job.state is JobState.RUNNING and job.id not in self._killed \
+                    and job.id not in self._granted:
+                out[job.tenant] = out.get(job.tenant, 0) + len(job.gpus_held)
+        for tenant, gpus, _ in self._granted.values():
+            out[tenant] = out.get(tenant, 0) + gpus
+        return out
+
+    def _enforce(self, *, check_rm: bool = False) -> str:
+        """Write the shares as capacities unless they are what was last written (or, with
+        ``check_rm``, what the RM's configuration holds now)."""
+        assert self.last_view is not None
+        parent_pct = self._preflight()
+        total = sum(n.gpus for n in self.last_view.state.nodes)
+        layout = QueueLayout(self.settings.parent_queue, str(self.settings.rest_queue),
+                             parent_pct)
+        caps = capacities(self.shares(), total, layout)
+        if check_rm:
+            self._written = self._rm_capacities(caps)
+        if caps == self._written:
+            return "queue capacities unchanged"
+        body = mutation(caps)
+        try:
+            self.client.post("/scheduler-conf/validate", body, idempotent=True)
+        except RMError as exc:
+            if exc.status in (404, 405):   # an RM older than the validate endpoint
+                log.info("scheduler-conf/validate not available (%s): PUT only", exc)
+            else:
+                raise RMError(exc.status, exc.exception,
+                              f"queue capacities {caps} refused by validation: {exc.message}"
+                              ) from exc
+        self.client.put("/scheduler-conf", body)
+        self._written = caps
+        return "capacities " + ", ".join(f"{leaf(q)}={v}%" for q, v in sorted(caps.items()))
+
+    def _rm_capacities(self, caps: Mapping[str, str]) -> dict[str, str] | None:
+        """The RM's capacities of the queues in ``caps``, in ``caps``' spelling where they
+        are equal (so a dict compares equal when nothing differs), or None when any queue's
+        capacity and maximum-capacity differ from each other (a tenant may then grow)."""
+        doc = self.client.get("/scheduler-conf")
+        props = {str(p.get("name")): p.get("value")
+                 for p in as_list(doc.get("property") if isinstance(doc, Mapping) else None)
+                 if isinstance(p, Mapping)}
+        out: dict[str, str] = {}
+        for path, want in caps.items():
+            got = props.get(f"yarn.scheduler.capacity.{path}.capacity")
+            top = props.get(f"yarn.scheduler.capacity.{path}.maximum-capacity")
+            if got is None or top is None or as_float(got, -1.0) != as_float(top, -2.0):
+                return None
+            out[path] = want if abs(as_float(got) - float(want)) < 1e-9 else str(got)
+        return out
+
+    def _preflight(self) -> float:
+        """Whether this RM lets queue capacities carry the shares, checked once before the
+        first write; returns the parent queue's share of the cluster (percent).
+
+        Clear refusals: not a CapacityScheduler (FairScheduler has no mutation API), a
+        managed or rest queue that is not a leaf under ``parent_queue``, a configuration
+        store that is not mutable, a user that is not a YARN admin."""
+        if self._parent_pct is not None:
+            return self._parent_pct
+        s = self.settings
+        tree = queue_tree(self.client.get("/scheduler"))
+        if tree.scheduler != "capacityScheduler":
+            raise NotExpressible(f"enforce = capacity needs the CapacityScheduler; this RM runs"
+                                 f" the {tree.scheduler or 'unknown scheduler'} (FairScheduler"
+                                 " has no scheduler-conf mutation API)")
+        parent = tree.queues.get(s.parent_queue)
+        if parent is None or parent.leaf:
+            raise NotExpressible(f"parent_queue {s.parent_queue} is not a parent queue of this"
+                                 f" RM (queues: {', '.join(sorted(tree.queues))})")
+        wanted = [f"{s.parent_queue}.{leaf(q)}" for q in s.managed_queues] + \
+            [str(s.rest_queue)]
+        missing = [q for q in wanted if q not in parent.children or not tree.queues[q].leaf]
+        if missing:
+            raise NotExpressible(f"{', '.join(missing)}: not leaf queues under"
+                                 f" {s.parent_queue} (its children: "
+                                 f"{', '.join(parent.children) or 'none'}); every managed"
+                                 " queue and rest_queue must be one")
+        try:
+            self.client.get("/scheduler-conf")
+        except RMError as exc:
+            if exc.status in (400, 404, 405):
+                raise NotExpressible(
+                    "enforce = capacity needs the CapacityScheduler with a mutable"
+                    " configuration store (yarn.scheduler.configuration.store.class ="
+                    f" memory, leveldb, zk or fs); the RM answered: {exc.message}") from exc
+            if exc.status in (401, 403):
+                raise NotExpressible("scheduler-conf needs a YARN admin (yarn.admin.acl);"
+                                     f" the RM answered: {exc.message}") from exc
+            raise
+        self._parent_pct = parent.absolute_capacity
+        return self._parent_pct
+
+    # ---- idempotence ----------------------------------------------------------------------
+    def check(self, action: Action) -> Effect:
+        view = self.view()
+        job = next((j for j in view.state.jobs if j.id == action.job_id), None)
+        info = view.apps.get(action.job_id)
+        if job is None or info is None:
+            return Effect.IN_EFFECT if isinstance(action, Preempt) else Effect.JOB_GONE
+        if isinstance(action, Start):
+            return Effect.IN_EFFECT if job.state is JobState.RUNNING else Effect.NOT_YET
+        if isinstance(action, SetPriority):
+            return Effect.IN_EFFECT if info.priority == round(action.priority) \
+                else Effect.NOT_YET
+        return Effect.NOT_YET
+
+
+__all__ = ["NotExpressible", "YarnAdapter", "YarnSettings"]

@@ -1,0 +1,45 @@
+"""Where the YARN adapter is chosen: ``gpufair snapshot --yarn URL`` and ``gpufair serve``
+with ``[daemon] adapter = "yarn"`` (or ``--yarn URL``). The commands themselves are the ones
+of :mod:`gpufair.cli.slurm`; only the adapter behind them differs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpufair.adapters.yarn import YarnAdapter
+    from gpufair.core.config import Config
+
+
+def yarn_adapter(config: Config, urls: list[str] | None = None) -> YarnAdapter:
+    """The adapter ``[yarn]`` describes; ``urls`` (``--yarn``) replaces ``[yarn] urls``."""
+    from gpufair.adapters.yarn import YarnAdapter
+    from gpufair.errors import InputError
+    if not (urls or config.yarn.urls):
+        raise InputError(config.source, "no ResourceManager: give --yarn URL or [yarn] urls",
+                         field="yarn.urls")
+    return YarnAdapter.from_settings(config.yarn, mode=config.daemon.mode, urls=urls)
+
+
+def run_snapshot(args: argparse.Namespace) -> int:
+    """What the YARN adapter's snapshot returns, plus what the jobs' logs measure (none are
+    known for YARN apps unless a profiler finds them): the input of the daemon's round."""
+    from gpufair.adapters.yarn import RMUnavailable
+    from gpufair.core.config import load_config
+    from gpufair.model.snapshot import state_to_dict
+    config = load_config(args.config)
+    adapter = yarn_adapter(config, args.yarn)
+    try:
+        state = adapter.snapshot()
+    except RMUnavailable as exc:
+        print(f"gpufair: error: YARN unavailable: {exc}", file=sys.stderr)
+        return 1
+    if adapter.last_view is not None:
+        for problem in adapter.last_view.problems:
+            print(f"gpufair: warning: {problem}", file=sys.stderr)
+    data = state_to_dict(state, source={"adapter": adapter.name})
+    print(json.dumps(data, sort_keys=True, indent=2, allow_nan=False))
+    return 0

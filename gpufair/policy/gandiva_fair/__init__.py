@@ -1,0 +1,1 @@
+"""Gandiva_fair: split stride scheduling of user tickets, load balancing, GPU-type trading."""

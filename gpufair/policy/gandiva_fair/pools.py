@@ -1,0 +1,131 @@
+"""One GPU type's pool of servers: ticket load per GPU (eq. 2) and where a job would go.
+
+Servers hold one GPU type each, so every type is its own pool with its own tickets (the
+user's entitlement to that type) and its own split stride scheduler. A pool view is rebuilt
+each round from the policy's record of where jobs live; nothing in it is policy state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from gpufair.model import Job
+from gpufair.policy.gandiva_fair.tickets import water_fill
+
+#: Tickets of a user who has jobs in a pool but no entitlement there (it sold it): enough
+#: to be scheduled when nobody entitled wants the GPUs (bonus share), never before them.
+NO_ENTITLEMENT = 1e-9
+
+
+def spread(job: Job, servers: Sequence[str], caps: Mapping[str, int]) -> dict[str, int]:
+    """How many of the job's GPUs go on each of its servers: equal parts when the job asks
+    for a node count, else each server filled in turn."""
+    if job.nodes:
+        return {s: job.gpus // job.nodes for s in servers}
+    out, left = {}, job.gpus
+    for s in servers:
+        take = min(caps[s], left)
+        if take:
+            out[s] = take
+        left -= take
+    return out
+
+
+class PoolView:
+    """Loads and tickets of one pool for one round."""
+
+    def __init__(self, name: str, servers: Sequence[str], caps: Mapping[str, int],
+                 users: Sequence[str], entitlement: Mapping[str, float]) -> None:
+        self.name = name
+        self.servers = list(servers)
+        self.index = {s: i for i, s in enumerate(self.servers)}
+        self.caps = dict(caps)
+        self.cap = np.array([caps[s] for s in self.servers], dtype=float)
+        self.capacity = int(self.cap.sum())
+        self.users = list(users)
+        self.user_index = {u: i for i, u in enumerate(self.users)}
+        self.weights = np.array([max(entitlement.get(u, 0.0), NO_ENTITLEMENT)
+                                 for u in self.users])
+        self.gpus = np.zeros((len(self.servers), len(self.users)))   # GPUs by server, user
+        self._fractions: dict[tuple[str, int], float] = {}
+
+    def add(self, user: str, parts: Mapping[str, int], sign: int = 1) -> None:
+        self._fractions.clear()
+        column = self.user_index[user]
+        for server, count in parts.items():
+            self.gpus[self.index[server], column] += sign * count
+
+    def demands(self) -> np.ndarray:
+        return self.gpus.sum(axis=0)
+
+    def per_gpu(self, demands: np.ndarray | None = None) -> np.ndarray:
+        """Eq. (1) with effective tickets: each user's water-filled tickets over its demand
+        in this pool (0 for users without demand here)."""
+        demands = self.demands() if demands is None else demands
+        present = {u: float(demands[i]) for i, u in enumerate(self.users) if demands[i] > 0}
+        if not present:
+            return np.zeros(len(self.users))
+        weights = {u: float(self.weights[self.user_index[u]]) for u in present}
+        _, effective = water_fill(float(self.capacity), weights, present)
+        out = np.zeros(len(self.users))
+        for u, t in effective.items():
+            out[self.user_index[u]] = t / present[u]
+        return out
+
+    def fraction(self, user: str, delta: int = 0) -> float:
+        """The share of time the user's jobs here would run if its demand changed by
+        ``delta`` GPUs: its water-filled GPUs over its demand (servers balanced)."""
+        key = (user, delta)
+        if key not in self._fractions:
+            demands = self.demands()
+            demands[self.user_index[user]] += delta
+            mine = float(demands[self.user_index[user]])
+            if mine <= 0:
+                self._fractions[key] = 0.0
+            else:
+                present = {u: float(demands[i]) for i, u in enumerate(self.users)
+                           if demands[i] > 0}
+                weights = {u: float(self.weights[self.user_index[u]]) for u in present}
+                share, _ = water_fill(float(self.capacity), weights, present)
+                self._fractions[key] = min(1.0, share[user] / mine)
+        return self._fractions[key]
+
+    def loads(self, per_gpu: np.ndarray) -> np.ndarray:
+        """Eq. (2) for every server."""
+        return self.gpus @ per_gpu / self.cap
+
+    def with_job(self, user: str, size: int) -> np.ndarray:
+        """Tickets per GPU if ``user`` had ``size`` more GPUs of demand here (eq. 1 changes
+        for all of its jobs when one arrives)."""
+        demands = self.demands()
+        demands[self.user_index[user]] += size
+        return self.per_gpu(demands)
+
+    def choose(self, job: Job, loads: np.ndarray) -> tuple[str, ...] | None:
+        """The least ticket-loaded servers the job may use (Algorithm 2 lines 9-11): one
+        that holds the whole gang if any, else the k least loaded whose GPUs add up to it;
+        with a node count, that many servers with room for an equal part each."""
+        if job.allowed_nodes is None and not job.nodes:
+            fits = self.cap >= job.gpus
+            if fits.any():   # one server holds it: the least loaded (first on a tie)
+                return (self.servers[int(np.argmin(np.where(fits, loads, np.inf)))],)
+        allowed = None if job.allowed_nodes is None else set(job.allowed_nodes)
+        order = [self.servers[i] for i in np.argsort(loads, kind="stable")
+                 if allowed is None or self.servers[i] in allowed]   # ties: server order
+        if job.nodes:
+            if job.gpus % job.nodes:
+                return None
+            fit = [s for s in order if self.caps[s] >= job.gpus // job.nodes]
+            return tuple(fit[:job.nodes]) if len(fit) >= job.nodes else None
+        whole = next((s for s in order if self.caps[s] >= job.gpus), None)
+        if whole is not None:
+            return (whole,)
+        chosen, total = [], 0
+        for s in order:
+            chosen.append(s)
+            total += self.caps[s]
+            if total >= job.gpus:
+                return tuple(chosen)
+        return None

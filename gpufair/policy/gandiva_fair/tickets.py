@@ -1,0 +1,63 @@
+"""Tickets: user -> job -> GPU (Gandiva_fair eqs. 1-3) and the bonus share of users who cannot
+use theirs (water-filling, the paper's "weight readjustment" of Chandra & Shenoy).
+
+All functions are generic in the number type, so tests can pass ``Fraction`` and check the
+paper's numbers exactly; the policy passes floats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+def water_fill(capacity: float, weights: Mapping[K, float], demands: Mapping[K, float]
+               ) -> tuple[dict[K, float], dict[K, float]]:
+    """(share, effective tickets) per user: weighted max-min fairness with demand caps.
+
+    Users are taken in order of demand per ticket; one whose demand fits under its share of
+    what is left is satisfied and leaves with its tickets, the rest split the remainder in
+    ticket proportion (the paper's "satisfy such users first, remove them, recalculate the
+    weights and iterate"). Effective tickets are ``share / level``: unchanged for users who can
+    use their share, smaller for the capped ones, so eq. (1) charges them only for what they
+    use and their servers do not look loaded with tickets nobody spends.
+    """
+    users = [u for u in weights if demands.get(u, 0) > 0]
+    if any(weights[u] <= 0 for u in users):
+        raise ValueError("every user with demand needs tickets > 0")
+    order = sorted(users, key=lambda u: demands[u] / weights[u])
+    share: dict[K, float] = {}
+    left = capacity
+    tickets_left = sum((weights[u] for u in users), 0 * capacity)
+    level = None
+    for index, user in enumerate(order):
+        if demands[user] * tickets_left <= left * weights[user]:
+            share[user] = demands[user]
+            left -= demands[user]
+            tickets_left -= weights[user]
+            continue
+        level = left / tickets_left
+        for rest in order[index:]:
+            share[rest] = level * weights[rest]
+        break
+    if level is None:   # everybody satisfied: the smallest level that still satisfies all
+        level = max((demands[u] / weights[u] for u in users), default=1)
+    return share, {u: share[u] / level for u in users}
+
+
+def tickets_per_gpu(tickets: Mapping[K, float], demands: Mapping[K, float]) -> dict[K, float]:
+    """Eq. (1): a user's tickets spread over the GPUs its jobs ask for."""
+    return {u: tickets[u] / demands[u] for u in tickets if demands.get(u, 0) > 0}
+
+
+def job_tickets(per_gpu: float, size: int) -> float:
+    """Eq. (3)."""
+    return per_gpu * size
+
+
+def load_per_gpu(resident: Mapping[str, tuple[float, int]], gpus: int) -> float:
+    """Eq. (2) for one server: ``resident`` maps each job to (its user's tickets per GPU,
+    the job's GPUs *on this server*) — a job spanning servers loads each with its part."""
+    return sum(per_gpu * here for per_gpu, here in resident.values()) / gpus
