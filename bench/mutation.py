@@ -98,7 +98,7 @@ def scratch_copy(module: Module, workdir: Path) -> Path:
     config = {
         "source_paths": ["gpufair"],
         "only_mutate": [module.source],
-        "also_copy": [p for p in COPIED if p not in ("gpufair", "tests")],
+        "also_copy": [p for p in COPIED if p not in ("gpufair", "tests") and (REPO / p).exists()],
         "pytest_add_cli_args": ["-q", "-p", "no:cacheprovider", "-x",
                                 *(f"--deselect={t}" for t in module.deselect)],
         "pytest_add_cli_args_test_selection": tests,

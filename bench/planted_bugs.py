@@ -100,8 +100,9 @@ BY_NAME = {b.name: b for b in BUGS}
 def plant(bug: Bug, root: Path) -> None:
     """Copy the package and tests to ``root`` and make the one change (it must match once)."""
     for part in ("gpufair", "tests", "etc", "docs", "scripts"):
-        shutil.copytree(REPO / part, root / part,
-                        ignore=shutil.ignore_patterns("__pycache__", "integration"))
+        if (REPO / part).is_dir():
+            shutil.copytree(REPO / part, root / part,
+                            ignore=shutil.ignore_patterns("__pycache__", "integration"))
     for part in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / part, root / part)
     target = root / bug.path

@@ -1,7 +1,7 @@
 """Snapshot validation rules pinned one by one (issue 21's surviving mutants).
 
-Each case breaks one rule in the shipped example (etc/snapshot.example.json) and checks the one
-message an admin gets, word for word; the valid edge of each rule is checked to pass.
+Each case breaks one rule in the shipped example (gpufair/deploy/snapshot.example.json) and
+checks the one message an admin gets, word for word; the valid edge of each rule passes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from gpufair.model.snapshot import (
     validate_snapshot,
 )
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "etc" / "snapshot.example.json"
+EXAMPLE = Path(__file__).resolve().parents[1] / "gpufair" / "deploy" / "snapshot.example.json"
 
 
 def example() -> dict[str, Any]:
