@@ -299,3 +299,50 @@ def test_a_window_report_states_every_field():
         assert (report.epochs_total, report.iterations_total, report.iterations_done) == \
             (3, 30, 11)
         assert (report.batch_size, report.family) == (64, "pytorch")
+
+
+# ---- which lines were left out: DroppedLines against a brute-force reference --------------------
+def reference_ranges(lines_by_reason: dict[str, list[float]], cap: int
+                     ) -> tuple[list[dict], int]:
+    """Runs of lines at most 1 apart per reason; the first ``cap`` runs of each reason are
+    kept, the rest counted; then the first ``cap`` of all in line order, the rest counted."""
+    every, more = [], 0
+    for reason, lines in lines_by_reason.items():
+        runs: list[list[int]] = []
+        for line in (x for x in lines if x == x):
+            if runs and line <= runs[-1][1] + 1:
+                runs[-1][1] = max(runs[-1][1], int(line))
+            else:
+                runs.append([int(line), int(line)])
+        every += [(a, b, reason) for a, b in runs[:cap]]
+        more += max(0, len(runs) - cap)
+    every.sort()
+    return ([{"reason": r, "first": a, "last": b} for a, b, r in every[:cap]],
+            more + max(0, len(every) - cap))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dropped_lines_equal_the_reference_one_by_one_and_in_chunks(seed: int) -> None:
+    import numpy as np
+
+    from gpufair.profiler.summary import MAX_RANGES, DroppedLines
+    rng = random.Random(seed)
+    by_reason: dict[str, list[float]] = {}
+    for reason in ("warm-up", "evaluation", "duplicate"):
+        line, lines = 0.0, []
+        for _ in range(rng.choice([0, 5, 40, 3 * MAX_RANGES])):
+            line += rng.choice([0, 1, 1, 1, 2, 7])
+            lines.append(math.nan if rng.random() < 0.05 else line)
+        by_reason[reason] = lines
+    one, many = DroppedLines(), DroppedLines()
+    for reason, lines in by_reason.items():
+        for line in lines:
+            one.note(reason, line)
+        at = 0
+        while at < len(lines):
+            step = rng.choice([1, 2, 5, 30])
+            many.note_many(reason, np.array(lines[at:at + step], dtype=float))
+            at += step
+    expected = reference_ranges(by_reason, MAX_RANGES)
+    assert one.listed() == expected
+    assert many.listed() == expected
