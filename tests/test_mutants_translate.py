@@ -594,3 +594,30 @@ def test_the_state_has_the_time_and_the_tenants_of_its_jobs():
     view = translate(jobs, copy.deepcopy(SINFO), now=NOW)
     assert view.state.time_s == NOW
     assert [t.name for t in view.state.tenants] == ["root", "vision"]
+
+
+# ---- an elastic job's range, from its comment -------------------------------------------------
+@pytest.mark.parametrize(("comment", "bounds", "problem"), [
+    ("gpufair:gpus=1-8", (1, 8), None),
+    ("run gpufair:gpus=4-4 fast", (4, 4), None),                    # one word among others
+    ("gpufair:gpus=1-1048576", (1, 1 << 20), None),
+    ("", (None, None), None),
+    ("gpufair:gpus=1-8 gpufair:gpus=2-4", (None, None), "gives gpufair:gpus= more than once"),
+    ("gpufair:gpus=abc", (None, None), "expects MIN-MAX (e.g. gpufair:gpus=1-8)"),
+    ("gpufair:gpus=0-4", (None, None), "needs 1 <= MIN <= MAX <= 1048576"),
+    ("gpufair:gpus=4-2", (None, None), "needs 1 <= MIN <= MAX <= 1048576"),
+    ("gpufair:gpus=1-1048577", (None, None), "needs 1 <= MIN <= MAX <= 1048576"),
+    ("gpufair:gpus=5-8", (None, None), "asks for 4 GPUs, outside 5-8"),
+    ("gpufair:gpus=1-3", (None, None), "asks for 4 GPUs, outside 1-3"),
+])
+def test_an_elastic_range_in_the_comment(comment, bounds, problem):
+    """Job 4 asks for 4 GPUs; a range it does not fit, or a broken one, is reported and the job
+    stays rigid at the size it asked for."""
+    jobs = copy.deepcopy(SQUEUE)
+    next(j for j in jobs["jobs"] if j["job_id"] == 4)["comment"] = comment
+    view = translate(jobs, copy.deepcopy(SINFO), now=NOW)
+    job = next(j for j in view.state.jobs if j.id == "4")
+    assert (job.min_gpus, job.max_gpus, job.gpus) == (*bounds, 4)
+    word = next((w for w in comment.split() if w.startswith("gpufair:gpus=")), "")
+    assert view.problems == (() if problem is None else (
+        f"slurm: job 4: comment {word!r} {problem}; scheduled as a rigid job of 4 GPUs",))
