@@ -291,8 +291,9 @@ def test_fallback_when_not_built(monkeypatch):
 
 
 def test_ci_builds_the_extension():
-    if not os.environ.get("CI"):
-        pytest.skip("only CI insists on the native build")
+    if not os.environ.get("CI") or os.environ.get("GPUFAIR_ALLOW_SKIPS"):
+        pytest.skip("only CI's full pass insists on the native build (the minimum-versions"
+                    " pass installs without it)")
     assert NATIVE, "gpufair.profiler._scan did not build; scan() is on the Python fallback"
 
 

@@ -60,6 +60,11 @@ class ShockwaveSettings:
                                          aliases=("solver_num_threads",))
     reoptimize_every: int = setting(8, "rounds before a forced re-plan (the artifact's REOPT)",
                                     ge=1)
+    replan_interval_s: float | None = setting(
+        None, "an event (arrival, completion, batch-size change) re-plans only this long after"
+        " the last plan; sooner, the plan stands and new jobs wait for the fill (default: 3/4"
+        " of a round — at most one re-plan per round, as in the paper, even when a round ends"
+        " a little early; 0: at once)", ge=0.0)
     accordion_regimes: int = setting(2, "K of an Accordion job", ge=1)
     gang_aware_makespan: bool = setting(False, "H's spread term sum n_j R_j / M, not"
                                         " sum R_j / M")
@@ -333,8 +338,12 @@ class ShockwavePolicy(PolicyBase):
         if self.settings.budget == "artifact" and frozenset(views) != st.plan_jobs:
             self._record_targets(jobs, views, now, gpus)
             views = {i: self._view(views[i].job, now, gpus) for i in views}
-        if forced or not st.plan or elapsed_rounds >= min(self.settings.reoptimize_every,
-                                                          self.settings.window_rounds):
+        interval = self.settings.replan_interval_s
+        # a plan acts only at round boundaries (preemption waits for them), so an event
+        # mid-round need not re-plan at once: it waits until most of a round has passed
+        settle = not st.plan or now - st.plan_time >= (0.75 * d if interval is None else interval)
+        if (forced and settle) or not st.plan or elapsed_rounds >= min(
+                self.settings.reoptimize_every, self.settings.window_rounds):
             ordered = [views[j.id] for j in jobs if j.id in views]
             st.plan = self._solve(ordered, gpus) if ordered else {}
             st.plan_time, st.plan_jobs, elapsed_rounds = now, frozenset(j.id for j in jobs), 0
