@@ -333,3 +333,12 @@ def test_format_and_version_messages():
     doc["version"] = 0
     assert only_problem(doc) == ("s.json: field 'version' = 0: unsupported snapshot version; "
                                  "this gpufair reads version 1")
+
+
+def test_a_gpu_on_a_node_without_gpus_names_no_impossible_index_range():
+    """A node with 0 GPUs: the message says there is none to hold, not "indices 0..-1"."""
+    doc = example()
+    doc["nodes"][0]["gpus"] = 0
+    messages = [str(p) for p in validate_snapshot(doc, "s.json")]
+    assert any("node 'gpu-r1-01' has 0 GPUs (no GPU to hold)" in m for m in messages), messages
+    assert not any("0..-1" in m for m in messages)

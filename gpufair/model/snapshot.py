@@ -507,8 +507,8 @@ def _held_problems(at: tuple[PathElem, ...], job: Mapping[str, Any], gpus: int |
         if node not in node_gpus:
             out.append(_Problem(where, gpu, f"no node named {node!r} in nodes"))
         elif (count := node_gpus[node]) is not None and index >= count:
-            out.append(_Problem(where, gpu, f"node {node!r} has {count} GPUs "
-                                            f"(indices 0..{count - 1})"))
+            indices = f"indices 0..{count - 1}" if count else "no GPU to hold"
+            out.append(_Problem(where, gpu, f"node {node!r} has {count} GPUs ({indices})"))
         if gpu in mine:
             out.append(_Problem(where, gpu, "listed twice in this job"))
             continue
