@@ -123,15 +123,6 @@ class RoundView:
                 mine[t] += float(x)
         return out
 
-    def tenant_gpus(self) -> dict[str, dict[str, int]]:
-        """Tenant → GPU type → whole GPUs of its share this round (before backfill)."""
-        out: dict[str, dict[str, int]] = {}
-        for v, row in zip(self.tenants, self.real, strict=True):
-            mine = out.setdefault(v.tenant, dict.fromkeys(self.types, 0))
-            for t, r in zip(self.types, row, strict=True):
-                mine[t] += int(r)
-        return out
-
 
 def reference_type(jobs: Sequence[Job], types: Sequence[str]) -> str | None:
     """The slowest GPU type: the lowest median, over jobs measured there, of the job's rate
