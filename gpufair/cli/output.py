@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from typing import Any
 
 #: Seeds are handed to numpy's and Python's generators alike: non-negative, 32-bit.
@@ -30,6 +31,17 @@ def jsonable(value: Any) -> Any:
 def dumps(value: Any, **options: Any) -> str:
     """Strict JSON of ``value`` (non-finite numbers as null)."""
     return json.dumps(jsonable(value), allow_nan=False, **options)
+
+
+def print_snapshot(state: Any, adapter: Any) -> None:
+    """``gpufair snapshot`` of any adapter: the snapshot document on stdout, what the adapter
+    could not translate (its last view's problems) as warnings on stderr."""
+    from gpufair.model.snapshot import state_to_dict
+    view = getattr(adapter, "last_view", None)
+    for problem in view.problems if view is not None else ():
+        print(f"gpufair: warning: {problem}", file=sys.stderr)
+    data = state_to_dict(state, source={"adapter": adapter.name})
+    print(json.dumps(data, sort_keys=True, indent=2, allow_nan=False))
 
 
 def seed(text: str) -> int:

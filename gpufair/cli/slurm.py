@@ -8,8 +8,9 @@ resource-manager protocol.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from gpufair.cli.output import print_snapshot
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -68,7 +69,6 @@ def run_snapshot(args: argparse.Namespace) -> int:
     from gpufair.adapters.slurm import SlurmAdapter, SlurmUnavailable
     from gpufair.core.config import load_config
     from gpufair.core.enrich import measure
-    from gpufair.model.snapshot import state_to_dict
     from gpufair.profiler.profiler import Profiler
     config = load_config(args.config)
     adapter = SlurmAdapter.from_settings(config.slurm, mode=config.daemon.mode)
@@ -77,10 +77,6 @@ def run_snapshot(args: argparse.Namespace) -> int:
     except SlurmUnavailable as exc:
         print(f"gpufair: error: Slurm unavailable: {exc}", file=sys.stderr)
         return 1
-    if adapter.last_view is not None:
-        for problem in adapter.last_view.problems:
-            print(f"gpufair: warning: {problem}", file=sys.stderr)
-    state = measure(state, Profiler())   # progress and throughput from the jobs' logs
-    data = state_to_dict(state, source={"adapter": adapter.name})
-    print(json.dumps(data, sort_keys=True, indent=2, allow_nan=False))
+    # progress and throughput from the jobs' logs
+    print_snapshot(measure(state, Profiler()), adapter)
     return 0

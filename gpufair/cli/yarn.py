@@ -5,9 +5,10 @@ of :mod:`gpufair.cli.slurm`; only the adapter behind them differs."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING
+
+from gpufair.cli.output import print_snapshot
 
 if TYPE_CHECKING:
     from gpufair.adapters.yarn import YarnAdapter
@@ -29,7 +30,6 @@ def run_snapshot(args: argparse.Namespace) -> int:
     known for YARN apps unless a profiler finds them): the input of the daemon's round."""
     from gpufair.adapters.yarn import RMUnavailable
     from gpufair.core.config import load_config
-    from gpufair.model.snapshot import state_to_dict
     config = load_config(args.config)
     adapter = yarn_adapter(config, args.yarn)
     try:
@@ -37,9 +37,5 @@ def run_snapshot(args: argparse.Namespace) -> int:
     except RMUnavailable as exc:
         print(f"gpufair: error: YARN unavailable: {exc}", file=sys.stderr)
         return 1
-    if adapter.last_view is not None:
-        for problem in adapter.last_view.problems:
-            print(f"gpufair: warning: {problem}", file=sys.stderr)
-    data = state_to_dict(state, source={"adapter": adapter.name})
-    print(json.dumps(data, sort_keys=True, indent=2, allow_nan=False))
+    print_snapshot(state, adapter)
     return 0
