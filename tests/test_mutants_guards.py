@@ -8,6 +8,7 @@ computed by the guards' own helpers.
 from __future__ import annotations
 
 import pytest
+from test_core_mutants import NODES, gpus  # 4 × 4 V100, and a node's GPU ids
 
 from gpufair.core.guards import (
     job_constraints,
@@ -27,12 +28,6 @@ from gpufair.model import (
     SetPriority,
     Start,
 )
-
-NODES = tuple(Node(f"n{i}", "v100", 4) for i in range(4))   # 16 GPUs
-
-
-def gpus(node: int, count: int = 4) -> tuple[str, ...]:
-    return tuple(f"n{node}:{g}" for g in range(count))
 
 
 def running(job_id: str, held: tuple[str, ...], start: float = 0.0, **kw) -> Job:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_snapshot import EXAMPLE, example  # the bundled example document, one reader
 
 from gpufair.errors import InputError
 from gpufair.model.records import ClusterState, Job
@@ -24,12 +25,6 @@ from gpufair.model.snapshot import (
     state_to_dict,
     validate_snapshot,
 )
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "gpufair" / "deploy" / "snapshot.example.json"
-
-
-def example() -> dict[str, Any]:
-    return json.loads(EXAMPLE.read_text(encoding="utf-8"))
 
 
 def only_problem(doc: dict[str, Any]) -> str:
