@@ -17,6 +17,11 @@ SCRIPTS = REPO / "scripts" / "slurm"
 TRAIN_JOB = Path(__file__).with_name("train_job.sh")
 
 
+#: job states that hold nothing and never run again
+ENDED = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+                   "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"})
+
+
 @dataclass
 class Cluster:
     base: Path
@@ -56,15 +61,17 @@ class Cluster:
                              f"jobs: {[(k, v['job_state']) for k, v in self.jobs().items()]}")
 
     def clear(self) -> None:
-        """Cancel every job and wait until nothing holds resources."""
-        ids = [k for k, j in self.jobs().items()
-               if j["job_state"] in ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")]
-        if ids:
-            self.run("scontrol", "resume", *ids, check=False)
-            self.run("scancel", *ids, check=False)
-        self.wait_for("an empty queue", lambda: not [
-            j for j in self.jobs().values()
-            if j["job_state"] in ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")], 60)
+        """Cancel every job and wait until nothing holds resources.
+
+        Cancelled again on every poll, not once: a job caught mid-requeue (REQUEUED,
+        CONFIGURING, ...) when the first scancel ran comes back PENDING or RUNNING later."""
+        def left() -> list[str]:
+            ids = [k for k, j in self.jobs().items() if j["job_state"] not in ENDED]
+            if ids:
+                self.run("scontrol", "resume", *ids, check=False)
+                self.run("scancel", *ids, check=False)
+            return ids
+        self.wait_for("an empty queue", lambda: not left(), 60)
 
     def drained(self) -> list[str]:
         return [name for name, n in self.nodes().items()
