@@ -258,6 +258,55 @@ def test_job_submit_lua_gets_a_non_root_slurm_user_as_operator() -> None:
     assert b"\nlocal SLURM_USER_UID = nil\n" in lua.content
 
 
+def _kernel_says(user: str, *test: str) -> bool:
+    """The oracle: ``test(1)`` run as ``user`` by the kernel's own permission checks."""
+    entry = pwd.getpwnam(user)
+    return subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
+                           "--clear-groups", "test", *test], check=False).returncode == 0
+
+
+@pytest.mark.skipif(os.getuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv to test as another user")
+def test_write_files_warns_when_the_daemon_user_cannot_run_the_interpreter(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import tempfile
+    outer = Path(tempfile.mkdtemp(prefix="gpufair-reach-", dir="/tmp"))
+    try:
+        outer.chmod(0o755)
+        private = outer / "home"
+        (private / "bin").mkdir(parents=True)
+        python = private / "bin" / "python3"
+        python.write_text("#!/bin/sh\n")
+        python.chmod(0o755)
+        hooks = outer / "hooks.py"
+        hooks.write_text("")
+        hooks.chmod(0o644)
+        venv = outer / "venv" / "bin"
+        venv.mkdir(parents=True)
+        (venv / "python").symlink_to(python)
+        site = deploy.Site(python=str(venv / "python"), hooks_py=str(hooks), user="nobody",
+                           group="nogroup", uid=pwd.getpwnam("nobody").pw_uid)
+        for mode in (0o700, 0o750, 0o711, 0o755):
+            private.chmod(mode)
+            problems = deploy.unreachable(site)
+            assert bool(problems) == (not _kernel_says("nobody", "-x", str(venv / "python"))), \
+                (oct(mode), problems)
+            assert not problems or str(private) in problems[0]
+        private.chmod(0o755)
+        python.chmod(0o744)        # reachable, but not executable by others
+        assert deploy.unreachable(site) and not _kernel_says("nobody", "-x", str(python))
+        python.chmod(0o755)
+        hooks.chmod(0o600)         # the hook must be readable: it runs as `python hooks.py`
+        assert ["hooks.py" in p for p in deploy.unreachable(site)] == [True]
+        assert not _kernel_says("nobody", "-r", str(hooks))
+        root_site = deploy.Site(python=site.python, hooks_py=site.hooks_py, user="root",
+                                group="root", uid=0)
+        private.chmod(0o700)
+        assert deploy.unreachable(root_site) == []
+    finally:
+        shutil.rmtree(outer)
+
+
 # ---- the unit under systemd's own checker -------------------------------------------------
 def _analyze() -> str:
     found = shutil.which("systemd-analyze")

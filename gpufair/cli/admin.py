@@ -34,11 +34,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def write_files(args: argparse.Namespace) -> int:
-    from gpufair.deploy.files import plan, site_for, write
-    files = plan(site_for(args.user, args.group, args.hook_dir))
+    from gpufair.deploy.files import plan, site_for, unreachable, write
+    site = site_for(args.user, args.group, args.hook_dir)
+    files = plan(site)
     if args.list:
         print("\n".join(item.path for item in files))
         return 0
+    for problem in unreachable(site):
+        print(f"gpufair: warning: {problem}; the daemon (User={site.user}) and the "
+              "PrologSlurmctld/EpilogSlurmctld would fail: install into a venv made from an "
+              "interpreter every user can run (docs/deploy.md, Install)", file=sys.stderr)
     kept = False
     for status, path in write(files, args.root, force=args.force):
         print(f"{status:9} {path}")

@@ -92,6 +92,41 @@ def site_for(user: str = "slurm", group: str | None = None,
                 user=user, group=group, uid=entry.pw_uid, hook_dir=hook_dir.rstrip("/") or "/")
 
 
+def unreachable(site: Site) -> list[str]:
+    """Why the daemon's user could not run this install's interpreter or hook, if it could not.
+
+    A venv made from an interpreter under a private home (pyenv's under ``/root``, 0700) works
+    for root and nobody else: the daemon as SlurmUser would not start and the
+    PrologSlurmctld/EpilogSlurmctld, which fail open, would lose every event without a word.
+    Checked by permission bits along the path and along the path its links resolve to (ACLs
+    are not read): a warning, since only the admin knows who really runs what."""
+    entry = pwd.getpwnam(site.user)
+    if entry.pw_uid == 0:
+        return []
+    groups = {entry.pw_gid, *os.getgrouplist(site.user, entry.pw_gid)}
+
+    def allowed(path: Path, bit: int) -> bool:
+        st = path.stat()
+        shift = 6 if st.st_uid == entry.pw_uid else 3 if st.st_gid in groups else 0
+        return bool(st.st_mode >> shift & bit)
+
+    problems = []
+    for what, name, bit in (("the interpreter", site.python, 1), ("hooks.py", site.hooks_py, 4)):
+        path = Path(name)
+        for candidate in dict.fromkeys((path, path.resolve())):
+            blocked = next((d for d in reversed(candidate.parents) if not allowed(d, 1)), None)
+            if blocked is not None:
+                problems.append(f"{site.user} cannot reach {what} {candidate}: {blocked} is "
+                                f"mode {blocked.stat().st_mode & 0o777:o}, owner uid "
+                                f"{blocked.stat().st_uid}")
+                break
+            if not allowed(candidate, bit):
+                problems.append(f"{site.user} cannot {'run' if bit == 1 else 'read'} {what} "
+                                f"{candidate}")
+                break
+    return problems
+
+
 def packaged(name: str) -> str:
     """A file shipped in this package (``gpufair/deploy/``)."""
     return (importlib.resources.files("gpufair.deploy") / name).read_text(encoding="utf-8")
