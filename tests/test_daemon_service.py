@@ -253,3 +253,32 @@ def test_serve_dry_run_touches_nothing_of_the_daemons(tmp_path, monkeypatch):
     assert sorted(p.name for p in hooks.rglob("*")) == ["1.json", "spool"]
     # and the real daemon can start on its store while a dry run is going on
     assert InstanceLock(str(store_path)).acquire() is not None
+
+
+def test_serve_rounds_ends_after_its_last_round_not_a_period_later(tmp_path):
+    """``serve --dry-run --rounds 1`` with an hour's ``round_s`` and no poll (what
+    docs/deploy.md's check runs) waited the whole hour for a round it would never run: found
+    by the deployment test. The wait belongs between rounds only."""
+    import signal as signals
+
+    from gpufair.core.config import config_from_dict
+    from gpufair.plugin import service
+
+    config = config_from_dict({
+        "daemon": {"policy": "fifo", "hook_dir": str(tmp_path / "hooks"), "metrics_port": 0,
+                   "round_s": 3600, "poll_s": 0},
+        "store": {"path": str(tmp_path / "state.db")}})
+    state = ClusterState(0.0, nodes=(Node("n", "v100", 4),), jobs=(Job("1"),))
+
+    def hung(*_: object) -> None:
+        raise TimeoutError("serve(max_rounds=1) still waiting after its round")
+
+    previous = signals.signal(signals.SIGALRM, hung)
+    signals.alarm(20)
+    try:
+        for dry_run in (True, False):
+            adapter = RecordingAdapter(state)
+            assert service.serve(config, adapter, dry_run=dry_run, max_rounds=1) == 0
+    finally:
+        signals.alarm(0)
+        signals.signal(signals.SIGALRM, previous)

@@ -272,6 +272,8 @@ class Daemon:
                 self.ingest_spool()
                 self.run_round(preemptive=preemptive)
                 rounds += 1
+                if max_rounds is not None and rounds >= max_rounds:
+                    break   # `--rounds N` ends after its last round, not a round period later
                 ended = time.monotonic()
                 if preemptive:
                     timer = ended + self.settings.round_s
