@@ -10,6 +10,13 @@
 #         SLURM_LO_PORT0 (first slurmd)  SLURM_LO_CTLD_PORT  SLURM_LO_RESTD_PORT: default, a
 #         free block of ports (printed at the end, and kept in $BASE/etc/ports)
 #         GPUFAIR_PYTHON (interpreter for the hooks; default: python3 on PATH)
+#         SLURM_LO_SLURM_USER (SlurmUser, default root: with another user, slurmctld and the
+#         PrologSlurmctld/EpilogSlurmctld run as that user and it owns state, logs and keys)
+#         SLURM_LO_HOOKS (a directory holding prolog, epilog, prolog-slurmctld and
+#         epilog-slurmctld, e.g. /usr/local/lib/gpufair from `gpufair admin write-files`:
+#         slurm.conf names those instead of this repository's wrapper)
+#         SLURM_LO_JOB_SUBMIT (with --hard: the job_submit.lua to install; default the
+#         package's, which lets only root release managed jobs)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -64,6 +71,10 @@ done
 if [[ -e $BASE/run/slurmctld.pid ]] && kill -0 "$(cat "$BASE/run/slurmctld.pid")" 2>/dev/null; then
   echo "a cluster is already running in $BASE (run down.sh first)" >&2; exit 1
 fi
+SLURM_USER=${SLURM_LO_SLURM_USER:-root}
+id -u "$SLURM_USER" >/dev/null 2>&1 || { echo "SlurmUser $SLURM_USER: no such user" >&2; exit 2; }
+HOOKS=${SLURM_LO_HOOKS:-$BASE/scripts}
+JOB_SUBMIT=${SLURM_LO_JOB_SUBMIT:-$REPO/gpufair/deploy/job_submit.lua}
 rm -rf "$BASE"
 mkdir -p "$BASE"/{etc,munge,state,spool,log,run,scripts,dev,work,gpufair}
 chmod 755 "$BASE" "$BASE/munge"
@@ -71,6 +82,11 @@ dd if=/dev/urandom of="$BASE/etc/munge.key" bs=1024 count=1 status=none
 chmod 400 "$BASE/etc/munge.key"
 dd if=/dev/urandom of="$BASE/etc/jwt_hs256.key" bs=32 count=1 status=none
 chmod 600 "$BASE/etc/jwt_hs256.key"
+# a non-root SlurmUser: slurmctld drops to it after start, so it must own what it writes
+# (state, its log, pid file, job completion log) and read the JWT key; slurmd stays root
+touch "$BASE/log/slurmctld.log" "$BASE/log/jobcomp.txt"
+chown "$SLURM_USER:" "$BASE/state" "$BASE/run" "$BASE/etc/jwt_hs256.key" \
+  "$BASE/log/slurmctld.log" "$BASE/log/jobcomp.txt"
 
 # --- hooks: the project's wrapper under the four names slurm.conf uses ---------------
 for k in prolog epilog prolog-slurmctld epilog-slurmctld; do
@@ -93,10 +109,10 @@ ENV
 fi
 
 # --- config ----------------------------------------------------------------------------
-sed -e "s#@BASE@#$BASE#g" -e "s#@CTLD_PORT@#$CTLD_PORT#g" "$HERE/slurm.conf.in" \
-  > "$BASE/etc/slurm.conf"
+sed -e "s#@BASE@#$BASE#g" -e "s#@CTLD_PORT@#$CTLD_PORT#g" -e "s#@SLURM_USER@#$SLURM_USER#g" \
+  -e "s#@HOOKS@#$HOOKS#g" "$HERE/slurm.conf.in" > "$BASE/etc/slurm.conf"
 if [[ $HARD == 1 ]]; then
-  install -m 644 "$REPO/gpufair/deploy/job_submit.lua" "$BASE/etc/job_submit.lua"
+  install -m 644 "$JOB_SUBMIT" "$BASE/etc/job_submit.lua"
   echo "JobSubmitPlugins=lua" >> "$BASE/etc/slurm.conf"
 fi
 echo "AutoDetect=off" > "$BASE/etc/gres.conf"
