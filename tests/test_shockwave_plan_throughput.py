@@ -4,6 +4,7 @@ current one (the artifact's planned progress, spec §2.8). Oracles are hand-comp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -53,6 +54,18 @@ def test_past_epoch_plans_at_the_mean_of_the_epochs_run_and_the_current_one():
     # the remaining-time estimate is the regimes' in both readings: 4 × 50 s
     assert list(market.remaining[0]) == pytest.approx([200, 140, 80, 20, 0])
     assert list(regimes.remaining[0]) == pytest.approx(list(market.remaining[0]))
+
+
+def test_a_half_done_epoch_counts_in_progress_and_caps_the_planned_epochs():
+    # back at batch 100 (100 s) after 4 epochs at 200 (50 s), 6 epochs and 50 of the current
+    # epoch's 100 iterations done: F = 6.5, 3.5 epochs left (350 s: S = 6 rounds);
+    # τ̄ = (200 + 200 + 100) / 7 = 500/7 s plans 0.84 epochs a round, capped at 3.5
+    job = dataclasses.replace(make_job(100, done=6),
+                              progress=Progress(6 * 100 + 50, 10 * 100, 6, 10))
+    market = market_for(job, [(200, 0.0), (100, 4.0)], "past_epoch")
+    assert list(market.log_util[0]) == pytest.approx(
+        expected_log_util(6.5, 10, 3.5, 500 / 7, 6))
+    assert market.log_util[0][-1] == pytest.approx(0.0)  # done by the end of its rounds
 
 
 def test_epochs_at_a_batch_size_of_unknown_rate_are_left_out_of_the_mean():
