@@ -76,6 +76,12 @@ class ShockwaveSettings:
     budget: str = setting("paper", "paper: rho_hat^k (eq. 9); artifact: its finish-time"
                           " targets with rhomax", choices=("paper", "artifact"))
     rhomax: float = setting(1.0, "the artifact budget's threshold", gt=0.0)
+    plan_throughput: str = setting(
+        "regimes", "how the market credits a job's progress per planned round — regimes: at"
+        " the predicted future batch sizes' speeds (paper eq. 7); past_epoch: at the mean"
+        " exclusive epoch time of the epochs run so far and the current one (the artifact's"
+        " planned progress, spec §2.8). The remaining-time estimate is the regimes' in both",
+        choices=("regimes", "past_epoch"))
     log_approximation_bases: tuple[float, ...] = setting(
         (), "the artifact's piecewise-linear log over these progress breakpoints; empty: the"
         " exact log, which the tabulation makes free")
@@ -99,6 +105,8 @@ class JobView:
     remaining_s: float
     rho_hat: float
     weight: float
+    #: the trajectory the market credits progress by (``plan_throughput``); None: trajectory
+    plan: Trajectory | None = None
 
 
 @dataclass
@@ -224,6 +232,8 @@ class ShockwavePolicy(PolicyBase):
             if predicted_total > 0 else 1.0
         view = JobView(job, trajectory, remaining, rho_hat,
                        rho_hat ** self.settings.ftf_exponent)
+        if self.settings.plan_throughput == "past_epoch":
+            view.plan = _past_epoch_plan(job, self.state.regimes.get(job.id, []), trajectory)
         if self.settings.budget == "artifact":
             view.weight = self._artifact_budget(view, now, gpus)
         return view
@@ -399,6 +409,34 @@ def _isolated_done(job: Job, history: Sequence[tuple[int, float]]) -> float:
     return total
 
 
+def _past_epoch_plan(job: Job, history: Sequence[tuple[int, float]], trajectory: Trajectory
+                     ) -> Trajectory | None:
+    """All remaining epochs at τ̄, the mean exclusive time of epochs 0..F (the F done and
+    the current one), each at the batch size it ran (or runs) at: the artifact's planned
+    progress q_j·τ̄_j ≤ D·Σ_t X[j,t] (spec §2.8), from what the job has run, not a profile.
+
+    Epochs of a batch size whose rate is unknown are left out of the mean; None (plan by
+    the regimes) when no epoch's time is known or the job has no epoch count.
+    """
+    done = job.progress.epochs_done
+    total = job.progress.epochs_total
+    if not total or not job.batch_size or not trajectory.remaining_epochs:
+        return None
+    history = history or [(job.batch_size, 0.0)]
+    seconds, epochs = 0.0, 0.0
+    bounds = [*history[1:], (job.batch_size, float(done))]
+    spans = [(b, max(0.0, min(end, done) - start))
+             for (b, start), (_, end) in zip(history, bounds, strict=True)]
+    for batch, count in [*spans, (job.batch_size, 1.0)]:
+        per = _epoch_seconds(job, batch) if batch and count else None
+        if per is not None:
+            seconds += count * per
+            epochs += count
+    if not epochs:
+        return None
+    return Trajectory((sum(trajectory.remaining_epochs),), (seconds / epochs,))
+
+
 def _epoch_fraction(job: Job) -> float:
     """Fraction of the current epoch already done (iterations beyond whole epochs)."""
     if not job.samples_per_epoch or not job.batch_size:
@@ -556,7 +594,8 @@ class Market:
         self.tops = np.array([max(1, min(self.horizon, math.ceil(r / d))) for r in remaining_s],
                              dtype=int).reshape(n)
         s = np.arange(self.horizon + 1)
-        progress = _epochs_after([v.trajectory for v in self.views], s * d)
+        progress = _epochs_after([v.trajectory if v.plan is None else v.plan
+                                  for v in self.views], s * d)
         totals = np.array([v.job.progress.epochs_total or 0 for v in self.views], dtype=float)
         done = np.array([v.job.progress.epochs_done + _epoch_fraction(v.job) if t else 0.0
                          for v, t in zip(self.views, totals, strict=True)], dtype=float)
