@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from gpufair.profiler.events import EVAL, LineStats, Sample, Samples
-from gpufair.profiler.regimes import WINDOW, RegimeTracker
+from gpufair.profiler.regimes import PERIOD_PARTS, WINDOW, RegimeTracker
 from gpufair.profiler.robust import Estimate, steady_mean
 
 RECENT = 16
@@ -57,16 +57,63 @@ _HARD = 4       # a step going back, a copy that is a restart, a value rows() mu
 
 @dataclass(slots=True)
 class _Period:
-    """First and last (n, average) of one cumulative-average period (a Keras epoch)."""
+    """First and last (n, average) of one cumulative-average period (a Keras epoch), and
+    the sums of what its successive lines say about the iterations between them (each
+    line's average differenced with the previous line's: ``spread``).
+
+    The sums are added to in line order, one line at a time (``extend``) or a column at a
+    time (``fold``, a sequential accumulation in numpy): the same floats either way.
+    """
 
     key: float
     first: tuple[int, float]
     last: tuple[int, float]
     step: int
+    parts: int = 0       # differenced stretches between successive lines
+    sum_w: float = 0.0   # their iterations
+    sum_wx: float = 0.0  # iterations x mean
+    sum_wxx: float = 0.0
 
     def continues(self, key: float, n: int) -> bool:
         """Whether a cumulative average with this key and count belongs to this period."""
         return self.key == key and n >= self.last[0]
+
+    def extend(self, n: int, avg: float) -> None:
+        """The period's next line: ``n`` iterations averaging ``avg`` so far."""
+        n0, a0 = self.last
+        if n > n0:
+            w = n - n0
+            x = (avg * n - a0 * n0) / w
+            self.parts += 1
+            self.sum_w += w
+            self.sum_wx += w * x
+            self.sum_wxx += w * x * x
+        self.last = (n, avg)
+
+    def fold(self, counts: np.ndarray, avgs: np.ndarray) -> None:
+        """``extend`` for each (count, average) of the columns, in order."""
+        n = np.concatenate(([float(self.last[0])], counts))
+        a = np.concatenate(([self.last[1]], avgs))
+        w = n[1:] - n[:-1]
+        grew = w > 0
+        if grew.any():
+            w = w[grew]
+            x = (a[1:] * n[1:] - a[:-1] * n[:-1])[grew] / w
+            self.parts += len(w)
+            self.sum_w = _running(self.sum_w, w)
+            self.sum_wx = _running(self.sum_wx, w * x)
+            self.sum_wxx = _running(self.sum_wxx, w * x * x)
+        self.last = (int(counts[-1]), avgs[-1].item())
+
+    def spread(self) -> float:
+        """The standard error of the period's mean iteration time, from how the means of
+        its stretches between lines scatter (each stretch weighted by its iterations, as
+        a mean over w iterations varies as 1/w); NaN with fewer than ``PERIOD_PARTS``
+        stretches, too few to say."""
+        if self.parts < PERIOD_PARTS:
+            return math.nan
+        var = (self.sum_wxx - self.sum_wx * self.sum_wx / self.sum_w) / (self.parts - 1)
+        return math.sqrt(max(var, 0.0) / self.sum_w)  # max: rounding below 0, not data
 
     def window(self) -> tuple[float, int] | None:
         (n_a, a), (n_b, b) = self.first, self.last
@@ -392,14 +439,16 @@ class Accumulator:
             self._period = _Period(key, (n, avg), (n, avg), step)
             self._report.warmup_skipped += 1
             return True
-        period.last = (n, avg)
+        period.extend(n, avg)
         period.step = step
         return False
 
     def _close_period(self) -> None:
         period = self._period
         if period is not None and (window := period.window()) is not None:
-            self.regimes.observe_time(period.step, window[0], float(window[1]))
+            spread = period.spread()  # NaN (too few lines to judge): an ordinary value
+            self.regimes.observe_time(period.step, window[0], float(window[1]),
+                                      None if spread != spread else spread)
             self._fresh.rows.append((len(self.regimes.regimes), window[0]))
         self._period = None
 
@@ -553,38 +602,44 @@ class Accumulator:
         begins[0] = self._period is None or not self._period.continues(keys[0].item(),
                                                                        int(counts[0]))
         begins[1:] = (keys[1:] != keys[:-1]) | (counts[1:] < counts[:-1])
-        ended: list[tuple[int, int, float, float]] = []
+        ended: list[tuple[int, int, float, float, float]] = []
         self._dropped.note_many(WARMUP, samples.line[rows][at][begins])
+        lo = 0  # the first row not yet folded into the open period
         for i in np.flatnonzero(begins).tolist():
-            if i > 0:
-                self._extend_period(counts, avgs, steps, i - 1)
+            self._extend_period(counts, avgs, steps, lo, i)
             period = self._period
             if period is not None and (window := period.window()) is not None:
-                ended.append((int(at[i]), period.step, window[0], float(window[1])))
+                ended.append((int(at[i]), period.step, window[0], float(window[1]),
+                              period.spread()))
             n, avg = int(counts[i]), avgs[i].item()
             self._period = _Period(keys[i].item(), (n, avg), (n, avg), int(steps[i]))
             self._report.warmup_skipped += 1
-        self._extend_period(counts, avgs, steps, len(at) - 1)
+            lo = i + 1
+        self._extend_period(counts, avgs, steps, lo, len(at))
         if not ended:
             return None
-        where, step, value, weight = (np.array(column) for column in zip(*ended, strict=True))
-        return _Times(where, step.astype(np.int64), value, weight)
+        where, step, value, weight, spread = (np.array(column)
+                                              for column in zip(*ended, strict=True))
+        return _Times(where, step.astype(np.int64), value, weight, spread)
 
     def _extend_period(self, counts: np.ndarray, avgs: np.ndarray, steps: np.ndarray,
-                       i: int) -> None:
-        """The open period's latest average is row ``i``'s (``_cumulative``'s update)."""
+                       lo: int, hi: int) -> None:
+        """Rows ``lo:hi`` continue the open period (``_cumulative``'s update)."""
+        if lo >= hi:
+            return
         period = self._period
         assert period is not None
-        period.last = (int(counts[i]), avgs[i].item())
-        period.step = int(steps[i])
+        period.fold(counts[lo:hi], avgs[lo:hi])
+        period.step = int(steps[hi - 1])
 
     def _observe(self, sizes: _Sizes, times: _Times) -> None:
         """Feed the run's batch sizes and times to the regimes, in row order.
 
         Only a batch size different from the previous one (or the first, while the regime
-        has none) can open or change a regime, and a row's size is observed before its
-        time; so the times go in bulk between those rows. A repeated size only extends the
-        regime (``end_step``), which commutes with the times around it.
+        has none) and a closed period's mean (``_Times.spread``) can open a regime, and a
+        row's size is observed before its time; so the times go in bulk between those
+        rows. A repeated size only extends the regime (``end_step``), which commutes with
+        the times between them.
         """
         regimes = self.regimes
         cur = regimes.current
@@ -593,18 +648,29 @@ class Accumulator:
         if len(value):
             change[0] = cur is None or cur.batch_size is None or value[0] != cur.batch_size
             change[1:] = value[1:] != value[:-1]
-        changes = np.flatnonzero(change).tolist()
-        cuts = np.searchsorted(times.at, sizes.at[changes], side="left").tolist()
+        opening = sizes.at[change]
+        if times.spread is not None:
+            opening = np.union1d(opening, times.at[~np.isnan(times.spread)])
         t0 = s0 = 0
-        for c, t in zip([*changes, len(value)], [*cuts, len(times.at)], strict=True):
+        for row in [*opening.tolist(), None]:
+            t = len(times.at) if row is None else int(np.searchsorted(times.at, row))
+            s = len(value) if row is None else int(np.searchsorted(sizes.at, row))
             self._observe_times(times, t0, t)
-            if s0 < c:  # the same size again
-                cur = regimes.current
-                assert cur is not None
-                cur.end_step = max(cur.end_step, int(sizes.step[s0:c].max()))
-            if c < len(value):
-                regimes.observe_batch(int(sizes.step[c]), int(value[c]))
-            t0, s0 = t, c + 1
+            self._extend(sizes, s0, s)  # the same size again
+            if s < len(value) and sizes.at[s] == row:  # the row's own size
+                if change[s]:
+                    regimes.observe_batch(int(sizes.step[s]), int(value[s]))
+                else:
+                    self._extend(sizes, s, s + 1)
+                s += 1
+            t0, s0 = t, s
+
+    def _extend(self, sizes: _Sizes, a: int, b: int) -> None:
+        """Sizes ``a:b``, each the current regime's again: they only extend it."""
+        if a < b:
+            cur = self.regimes.current
+            assert cur is not None
+            cur.end_step = max(cur.end_step, int(sizes.step[a:b].max()))
 
     def _observe_times(self, times: _Times, a: int, b: int) -> None:
         """Times ``a:b`` to the regimes, each noted in ``_fresh`` with its regime count."""
@@ -612,7 +678,8 @@ class Accumulator:
             return
         value = times.value[a:b]
         counts = self.regimes.observe_times(
-            times.step[a:b], value, None if times.weight is None else times.weight[a:b])
+            times.step[a:b], value, None if times.weight is None else times.weight[a:b],
+            None if times.spread is None else times.spread[a:b])
         self._fresh.extend(counts, value)
 
     def take_fresh(self, estimate: bool = True) -> Estimate | None:
@@ -643,6 +710,10 @@ class Accumulator:
             return Estimate(self._whole_run, 1, 0, 0.0), "whole_run"
         cur = self.regimes.current
         window = None if self._period is None else self._period.window()
+        if window is not None and self.regimes.period_shifted(
+                window[0], spread := self._period.spread()):
+            # the period under way runs at another speed than the last one: it alone
+            return Estimate(window[0], self._period.parts, 0, spread / window[0]), "window"
         if window is None and cur is not None and (
                 est := cur.final_estimate() if exact else cur.estimate()) is not None:
             return est, "window"
@@ -717,16 +788,20 @@ class _Times(NamedTuple):
     step: np.ndarray
     value: np.ndarray
     weight: np.ndarray | None
+    spread: np.ndarray | None = None  # a closed period's (``_Period.spread``); NaN: none
 
     def weights(self) -> np.ndarray:
         return np.ones(len(self.at)) if self.weight is None else self.weight
+
+    def spreads(self) -> np.ndarray:
+        return np.full(len(self.at), np.nan) if self.spread is None else self.spread
 
     def merge(self, other: _Times) -> _Times:
         """Both sets in row order (no row makes two observations)."""
         order = np.argsort(np.concatenate([self.at, other.at]), kind="stable")
         return _Times(*(np.concatenate([mine, theirs])[order] for mine, theirs in (
             (self.at, other.at), (self.step, other.step), (self.value, other.value),
-            (self.weights(), other.weights()))))
+            (self.weights(), other.weights()), (self.spreads(), other.spreads()))))
 
 
 class _Columns:
@@ -854,6 +929,12 @@ def _period_keys(epoch: np.ndarray, period_n: np.ndarray) -> tuple[np.ndarray, n
     epoch = _or_zero(epoch)
     within = np.maximum(np.ceil(epoch) - 1.0, 0.0) + 0.0  # + 0.0: no -0.0
     return np.where(counts != 0, within, epoch), counts
+
+
+def _running(start: float, values: np.ndarray) -> float:
+    """``start`` plus each of ``values`` in turn, rounding after each addition as a loop of
+    ``+=`` does (an accumulation, unlike ``sum``, never regroups the additions)."""
+    return float(np.add.accumulate(np.concatenate(([start], values)))[-1])
 
 
 def _ffill(values: np.ndarray, init: float) -> np.ndarray:
