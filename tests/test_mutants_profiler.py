@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from gpufair.profiler.events import Sample
+from gpufair.profiler.events import Sample, Samples
 from gpufair.profiler.robust import Estimate, robust_mean, steady_kept, steady_mean
 from gpufair.profiler.summary import Accumulator
 from tests.test_profiler_summary_columns import feed_both, logs, split
@@ -59,6 +60,42 @@ def test_take_fresh_without_an_estimate_still_starts_the_next_round():
     acc.add(steps(11, 15, 0.4))
     fresh = acc.take_fresh()
     assert fresh is not None and fresh.value == pytest.approx(0.4) and fresh.n == 5
+
+
+def columns(first: int, last: int, seconds: float, batch: float = math.nan) -> Samples:
+    """``steps`` as one columnar batch (long enough for the vectorised path)."""
+    n = last - first + 1
+    return Samples.build(n, step=np.arange(first, last + 1.0), iter_time_s=np.full(n, seconds),
+                         batch_size=np.full(n, batch))
+
+
+def test_columnar_rounds_start_over_with_or_without_an_estimate():
+    acc = Accumulator()
+    acc.add(columns(1, 40, 0.1))
+    assert acc.take_fresh(estimate=False) is None
+    acc.add(columns(41, 80, 0.4))
+    fresh = acc.take_fresh()
+    assert fresh is not None and fresh.value == pytest.approx(0.4) and fresh.n == 40
+    assert acc.take_fresh() is None
+
+
+def test_columnar_batch_size_change_keeps_only_the_new_regimes_times():
+    acc = Accumulator()
+    acc.add(Samples.concat([columns(1, 40, 0.1, 32.0), columns(41, 90, 0.2, 64.0)]))
+    fresh = acc.take_fresh()
+    assert fresh is not None and (fresh.value, fresh.n) == (pytest.approx(0.2), 50)
+
+
+def test_a_round_of_rows_and_columns_counts_both():
+    """Five rows (the first is warm-up: 4 times of 0.1 s), then 40 columnar times of 0.3 s,
+    then 3 rows of 0.2 s: (0.4 + 12 + 0.6) / 47."""
+    acc = Accumulator()
+    acc.add(steps(1, 5, 0.1))
+    acc.add(columns(6, 45, 0.3))
+    acc.add(steps(46, 48, 0.2))
+    fresh = acc.take_fresh()
+    assert fresh is not None and fresh.n == 47
+    assert fresh.value == pytest.approx(13.0 / 47)
 
 
 # ---- robust.py against a brute-force reference written from its documented rules ---------------

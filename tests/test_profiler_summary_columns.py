@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpufair.profiler import regimes as regimes_module
 from gpufair.profiler.events import Sample, Samples
 from gpufair.profiler.regimes import WINDOW, Regime, RegimeTracker, _until_due
 from gpufair.profiler.summary import MIN_RUN, Accumulator, _seconds_per_iter
@@ -45,7 +46,9 @@ def state(acc: Accumulator) -> dict[str, Any]:
         "recent": list(acc._recent.items()), "index": acc._index,
         "last_step": acc._last_step, "segment": acc._segment_samples,
         "period": None if period is None else (period.key, period.first, period.last,
-                                               period.step),
+                                               period.step, period.parts, period.sum_w,
+                                               period.sum_wx, period.sum_wxx),
+        "last_period": acc.regimes._period,
         "whole_run": acc._whole_run, "warmup_spi": acc._warmup_spi,
         "report": acc._report.as_dict(), "fresh": list(acc._fresh),
         "regimes": [regime_state(r) for r in acc.regimes.regimes],
@@ -385,3 +388,36 @@ def test_observe_times_band_edges() -> None:
     assert same([regime_state(r) for r in one.regimes],
                 [regime_state(r) for r in bulk.regimes])
     assert same(one._pending, bulk._pending)
+
+
+edge_floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                        st.sampled_from([0.07, 0.1, 0.13, float(np.nextafter(0.13, 1.0)),
+                                         float(np.nextafter(0.07, 0.0)), -0.1, 0.0]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(block=st.lists(edge_floats, max_size=70),
+       level=st.sampled_from([0.1, 1.0, 3.7e-5, 1e300]), shift=st.sampled_from([0.3, 0.0]))
+def test_all_in_band_is_the_per_value_test(block: list[float], level: float,
+                                           shift: float) -> None:
+    """The block test of ``_join_in_band``'s fast path against its definition, value by
+    value: NaN anywhere (where ``min`` and ``max`` pass over it), infinities, both edges."""
+    band = shift * level
+    want = bool(block) and all(abs(v - level) <= band for v in block)
+    assert regimes_module._all_in_band(block, level, band) == want
+
+
+def test_a_nan_at_the_end_of_a_block_is_held_as_one_by_one() -> None:
+    """A NaN last in a block of values in band, behind others (``min`` and ``max`` skip it):
+    out of band, so it is held (pending), as ``observe_time`` holds it. The input ends with
+    it, after runs of every length up to two windows, so it ends blocks of every size."""
+    for n in range(1, 2 * WINDOW):
+        values = [0.1 + 0.001 * (i % 7) for i in range(n)] + [math.nan]
+        one, bulk = RegimeTracker(), RegimeTracker()
+        for step, value in enumerate(values):
+            one.observe_time(step, value)
+        bulk.observe_times(np.arange(len(values)), values)
+        assert len(one._pending) == (1 if n >= one.confirm else 0)
+        assert same([regime_state(r) for r in one.regimes],
+                    [regime_state(r) for r in bulk.regimes]), n
+        assert same(one._pending, bulk._pending), n

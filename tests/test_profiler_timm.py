@@ -119,7 +119,7 @@ def test_accelerate_reads_the_header_batch_and_not_the_redraws(tmp_path: Path) -
 
 
 REAL = Path(__file__).parent / "data" / "real_logs"
-NEW_REAL = sorted(p for family in ("timm", "accelerate", "horovod", "nemo")
+NEW_REAL = sorted(p for family in ("timm", "accelerate", "horovod", "nemo", "colossalai")
                   for p in (REAL / family).glob("*.log"))
 
 

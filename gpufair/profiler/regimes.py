@@ -5,7 +5,12 @@ grow the batch size during training). A regime starts where the logged batch siz
 when a log never states a batch size, a sustained shift in iteration time (every one of the
 last ``confirm`` values beyond ``shift`` of the regime's estimate, and their mean too: a
 level that moved, not values scattered on both sides of it) starts one too, with the
-batch size unknown.
+batch size unknown. So does an epoch (a period of a cumulative average, read as one
+weighted value with its standard error) whose mean differs from the previous epoch's by
+more than 10% and by more than three standard errors of the difference (a data loader
+that stalls less once the page cache holds the data set), stated batch size or not: epoch
+means are averages of thousands of iterations, so a change the per-value 30% band would
+blur is plain in them.
 """
 
 from __future__ import annotations
@@ -20,6 +25,14 @@ import numpy as np
 from gpufair.profiler.robust import Estimate, kept_estimate, steady_kept, steady_mean
 
 WINDOW = 128
+
+# Epochs (periods of a cumulative average) as segment candidates: a period whose mean is
+# off the previous period's by more than PERIOD_SHIFT of it and by more than PERIOD_Z
+# standard errors of the difference starts a new regime. Each period's standard error
+# comes from how the means between its lines scatter, so it takes PERIOD_PARTS lines.
+PERIOD_SHIFT = 0.1
+PERIOD_Z = 3.0
+PERIOD_PARTS = 5
 
 
 @dataclass(slots=True)
@@ -115,6 +128,8 @@ class RegimeTracker:
         self.confirm = confirm
         self.regimes: list[Regime] = []
         self._pending: list[tuple[int, float, float]] = []
+        # the last period's (mean, standard error), for ``period_shifted``
+        self._period: tuple[float, float] | None = None
 
     @property
     def current(self) -> Regime | None:
@@ -128,6 +143,7 @@ class RegimeTracker:
             cur.batch_size = batch_size  # the first batch size named: it was this regime's
         elif cur.batch_size != batch_size:
             self._pending.clear()
+            self._period = None
             self.regimes.append(Regime(step, step, batch_size, cause="batch_size"))
         else:
             cur.end_step = max(cur.end_step, step)
@@ -138,12 +154,38 @@ class RegimeTracker:
         carries over until the log states another."""
         cur = self.current
         self._pending.clear()
+        self._period = None
         if cur is not None and cur.values:
             self.regimes.append(Regime(step, step, cur.batch_size, cause=cause))
 
-    def observe_time(self, step: int, seconds: float, weight: float = 1.0) -> None:
+    def period_shifted(self, mean: float, spread: float) -> bool:
+        """Whether a period with this mean and standard error runs at another speed than
+        the last period judged (see ``PERIOD_SHIFT``); False when there is none, or the
+        spread is unknown (NaN)."""
+        last = self._period
+        if last is None or spread != spread:
+            return False
+        gap = abs(mean - last[0])
+        return gap > PERIOD_SHIFT * last[0] and gap > PERIOD_Z * math.hypot(spread, last[1])
+
+    def _observe_period(self, step: int, mean: float, spread: float) -> None:
+        """A closed period's mean, before it joins a regime: a new regime if it shifted."""
+        cur = self.current
+        if self.period_shifted(mean, spread) and cur is not None and cur.values:
+            for _, v, w in self._pending:  # held values are the old regime's
+                cur.add(v, w)
+            self._pending.clear()
+            self.regimes.append(Regime(step, step, cur.batch_size, cause="throughput"))
+        self._period = (mean, spread)
+
+    def observe_time(self, step: int, seconds: float, weight: float = 1.0,
+                     spread: float | None = None) -> None:
         """One iteration time. Called once per timed log line, so the common path (the
-        regime's cached estimate is fresh and the value is near it) is written inline."""
+        regime's cached estimate is fresh and the value is near it) is written inline.
+        ``spread``: the value is a closed period's mean, with this standard error (None:
+        not one, or one of too few lines to judge)."""
+        if spread is not None:
+            self._observe_period(step, seconds, spread)
         regimes = self.regimes
         if regimes:
             cur = regimes[-1]
@@ -160,7 +202,8 @@ class RegimeTracker:
         cur.seen += 1
         cur._stale += 1
 
-    def observe_times(self, steps: Any, values: Any, weights: Any = None) -> np.ndarray:
+    def observe_times(self, steps: Any, values: Any, weights: Any = None,
+                      spreads: Any = None) -> np.ndarray:
         """Many iteration times at once, exactly as ``observe_time`` for each in order.
 
         A log yields up to 10^6 timed lines per second, too many for a Python call each.
@@ -170,7 +213,11 @@ class RegimeTracker:
         held as pending, or opens a "throughput" regime).
 
         Returns ``len(self.regimes)`` after each value (what a caller records per value).
+        Closed periods' means (a number in ``spreads``, NaN elsewhere: one per epoch at
+        most) go one by one.
         """
+        if spreads is not None:
+            return self._observe_with_periods(steps, values, weights, spreads)
         values = np.asarray(values, dtype=np.float64).tolist()
         steps = np.asarray(steps, dtype=np.int64).tolist()
         weights = None if weights is None else np.asarray(weights, dtype=np.float64).tolist()
@@ -195,6 +242,26 @@ class RegimeTracker:
             i = end
         return np.repeat(np.array(regimes, dtype=np.int64),
                          np.diff(np.array(ends, dtype=np.int64), prepend=0))
+
+    def _observe_with_periods(self, steps: Any, values: Any, weights: Any,
+                              spreads: Any) -> np.ndarray:
+        """``observe_times`` where some values are periods' means (``spreads`` given)."""
+        steps = np.asarray(steps, dtype=np.int64)
+        values = np.asarray(values, dtype=np.float64)
+        n = len(values)
+        weights = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+        spreads = np.asarray(spreads, dtype=np.float64)
+        counts = np.empty(n, dtype=np.int64)
+        a = 0
+        for i in [*np.flatnonzero(~np.isnan(spreads)).tolist(), n]:
+            if a < i:  # the times between periods' means, in bulk
+                counts[a:i] = self.observe_times(steps[a:i], values[a:i], weights[a:i])
+            if i < n:
+                self.observe_time(int(steps[i]), float(values[i]), float(weights[i]),
+                                  float(spreads[i]))
+                counts[i] = len(self.regimes)
+            a = i + 1
+        return counts
 
     def _join_in_band(self, cur: Regime, steps: list[int], values: list[float],
                       weights: list[float] | None, i: int) -> int:
@@ -228,7 +295,9 @@ class RegimeTracker:
             stop = min(n, i + _until_due(cur._stale, len(cur.values)))
             end = i  # after the last value in band
             held = 0
-            for k in range(i, stop):
+            if _all_in_band(values[i:stop], level, band):
+                end = stop  # what the loop below finds, at C speed (the usual block)
+            for k in range(end, stop):
                 if abs(values[k] - level) <= band:
                     end, held = k + 1, 0
                 else:
@@ -273,6 +342,18 @@ class RegimeTracker:
         self._pending.clear()
         self.regimes.append(new)
         return True
+
+
+def _all_in_band(block: list[float], level: float, band: float) -> bool:
+    """Whether ``abs(v - level) <= band`` for every v of ``block``, decided on its least and
+    greatest values: the rounded difference is monotone in v, so every v between them has a
+    difference between theirs; exactly the per-value test. A NaN, which ``min`` and ``max``
+    can pass over, makes the sum NaN."""
+    if not block:
+        return False
+    total = sum(block)
+    return (total == total and abs(min(block) - level) <= band
+            and abs(max(block) - level) <= band)
 
 
 def _join(cur: Regime, steps: list[int], values: list[float], weights: list[float] | None,

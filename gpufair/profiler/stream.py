@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpufair.profiler.events import LineStats, Samples
-from gpufair.profiler.parsers import Parser, detect, parser_for, sample_lines
+from gpufair.profiler.parsers import Parser, detect_chunk, parser_for
 from gpufair.profiler.ranks import RankFilter
 
 PENDING_BYTES = 16384
@@ -83,7 +83,7 @@ class LogStream:
         """The chunk cleaned and, once the family is known, ready to parse (None before)."""
         data = self.ranks.apply(clean(data, self.stats))
         if self.parser is None:
-            family = detect(sample_lines(data))
+            family = detect_chunk(data)
             if family is None:
                 self._pending = _tail_lines(self._pending + data, PENDING_BYTES)
                 self.stats.ignored = self.stats.lines - self.stats.binary

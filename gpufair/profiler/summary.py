@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import operator
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, NamedTuple
@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from gpufair.profiler.events import EVAL, LineStats, Sample, Samples
-from gpufair.profiler.regimes import WINDOW, RegimeTracker
+from gpufair.profiler.regimes import PERIOD_PARTS, WINDOW, RegimeTracker
 from gpufair.profiler.robust import Estimate, steady_mean
 
 RECENT = 16
@@ -57,16 +57,63 @@ _HARD = 4       # a step going back, a copy that is a restart, a value rows() mu
 
 @dataclass(slots=True)
 class _Period:
-    """First and last (n, average) of one cumulative-average period (a Keras epoch)."""
+    """First and last (n, average) of one cumulative-average period (a Keras epoch), and
+    the sums of what its successive lines say about the iterations between them (each
+    line's average differenced with the previous line's: ``spread``).
+
+    The sums are added to in line order, one line at a time (``extend``) or a column at a
+    time (``fold``, a sequential accumulation in numpy): the same floats either way.
+    """
 
     key: float
     first: tuple[int, float]
     last: tuple[int, float]
     step: int
+    parts: int = 0       # differenced stretches between successive lines
+    sum_w: float = 0.0   # their iterations
+    sum_wx: float = 0.0  # iterations x mean
+    sum_wxx: float = 0.0
 
     def continues(self, key: float, n: int) -> bool:
         """Whether a cumulative average with this key and count belongs to this period."""
         return self.key == key and n >= self.last[0]
+
+    def extend(self, n: int, avg: float) -> None:
+        """The period's next line: ``n`` iterations averaging ``avg`` so far."""
+        n0, a0 = self.last
+        if n > n0:
+            w = n - n0
+            x = (avg * n - a0 * n0) / w
+            self.parts += 1
+            self.sum_w += w
+            self.sum_wx += w * x
+            self.sum_wxx += w * x * x
+        self.last = (n, avg)
+
+    def fold(self, counts: np.ndarray, avgs: np.ndarray) -> None:
+        """``extend`` for each (count, average) of the columns, in order."""
+        n = np.concatenate(([float(self.last[0])], counts))
+        a = np.concatenate(([self.last[1]], avgs))
+        w = n[1:] - n[:-1]
+        grew = w > 0
+        if grew.any():
+            w = w[grew]
+            x = (a[1:] * n[1:] - a[:-1] * n[:-1])[grew] / w
+            self.parts += len(w)
+            self.sum_w = _running(self.sum_w, w)
+            self.sum_wx = _running(self.sum_wx, w * x)
+            self.sum_wxx = _running(self.sum_wxx, w * x * x)
+        self.last = (int(counts[-1]), avgs[-1].item())
+
+    def spread(self) -> float:
+        """The standard error of the period's mean iteration time, from how the means of
+        its stretches between lines scatter (each stretch weighted by its iterations, as
+        a mean over w iterations varies as 1/w); NaN with fewer than ``PERIOD_PARTS``
+        stretches, too few to say."""
+        if self.parts < PERIOD_PARTS:
+            return math.nan
+        var = (self.sum_wxx - self.sum_wx * self.sum_wx / self.sum_w) / (self.parts - 1)
+        return math.sqrt(max(var, 0.0) / self.sum_w)  # max: rounding below 0, not data
 
     def window(self) -> tuple[float, int] | None:
         (n_a, a), (n_b, b) = self.first, self.last
@@ -179,6 +226,54 @@ class JobReport:
         return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
 
 
+class _Fresh:
+    """The times taken since the last round (``take_fresh``), in order, each with the count
+    of regimes when it was taken: the rows walked one by one as tuples (``rows``), a run's
+    times as the arrays they came in (a tuple per time cost a fifth of parsing and
+    summarising a plain log)."""
+
+    __slots__ = ("_parts", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, float]] = []
+        self._parts: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def extend(self, regimes: np.ndarray, values: np.ndarray) -> None:
+        self._flush()
+        self._parts.append((regimes, values))
+
+    def _flush(self) -> None:
+        if self.rows:
+            self._parts.append((np.array([r for r, _ in self.rows], dtype=np.int64),
+                                np.array([v for _, v in self.rows], dtype=np.float64)))
+            self.rows.clear()  # in place: ``_add_rows`` holds the list
+
+    def __iter__(self) -> Iterator[tuple[int, float]]:
+        """(regime count, time) of each, in order (the rows came after the last run)."""
+        for regimes, values in self._parts:
+            yield from zip(regimes.tolist(), values.tolist(), strict=True)
+        yield from self.rows
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self._parts.clear()
+
+    def take(self, regime: int | None = None) -> list[float]:
+        """The times (only those taken when there were ``regime`` regimes, if given), and
+        start over."""
+        rows = self.rows
+        if not self._parts:  # a daemon round's few rows of a log: no arrays
+            values = ([v for _, v in rows] if regime is None
+                      else [v for r, v in rows if r == regime])
+            rows.clear()
+            return values
+        self._flush()
+        parts, self._parts = self._parts, []
+        regimes = np.concatenate([r for r, _ in parts])
+        times = np.concatenate([v for _, v in parts])
+        return (times if regime is None else times[regimes == regime]).tolist()
+
+
 # every field of a JobReport, in declaration order, fetched in one C call
 _REPORT_FIELDS = operator.attrgetter(*JobReport.__slots__)  # type: ignore[attr-defined]
 
@@ -198,7 +293,7 @@ class Accumulator:
         self._whole_run: float | None = None
         self._warmup_spi: float | None = None
         self._report = JobReport(family=None)
-        self._fresh: list[tuple[int, float]] = []
+        self._fresh = _Fresh()
         # stated samples/s of rows without a batch size (throughput-only logs): the reading
         # in samples/s when no time per iteration can be had
         self._rates: deque[float] = deque(maxlen=WINDOW)
@@ -236,7 +331,7 @@ class Accumulator:
         """
         rep = self._report
         regimes = self.regimes
-        fresh = self._fresh
+        fresh = self._fresh.rows
         dropped = self._dropped
         for s, line in zip(rows, repeat(math.nan) if lines is None else lines, strict=False):
             if s.world_size is not None:  # a statement of the world size (``extract.WORLD``)
@@ -344,15 +439,17 @@ class Accumulator:
             self._period = _Period(key, (n, avg), (n, avg), step)
             self._report.warmup_skipped += 1
             return True
-        period.last = (n, avg)
+        period.extend(n, avg)
         period.step = step
         return False
 
     def _close_period(self) -> None:
         period = self._period
         if period is not None and (window := period.window()) is not None:
-            self.regimes.observe_time(period.step, window[0], float(window[1]))
-            self._fresh.append((len(self.regimes.regimes), window[0]))
+            spread = period.spread()  # NaN (too few lines to judge): an ordinary value
+            self.regimes.observe_time(period.step, window[0], float(window[1]),
+                                      None if spread != spread else spread)
+            self._fresh.rows.append((len(self.regimes.regimes), window[0]))
         self._period = None
 
     # -- the columnar path ----------------------------------------------------------------
@@ -505,38 +602,44 @@ class Accumulator:
         begins[0] = self._period is None or not self._period.continues(keys[0].item(),
                                                                        int(counts[0]))
         begins[1:] = (keys[1:] != keys[:-1]) | (counts[1:] < counts[:-1])
-        ended: list[tuple[int, int, float, float]] = []
+        ended: list[tuple[int, int, float, float, float]] = []
         self._dropped.note_many(WARMUP, samples.line[rows][at][begins])
+        lo = 0  # the first row not yet folded into the open period
         for i in np.flatnonzero(begins).tolist():
-            if i > 0:
-                self._extend_period(counts, avgs, steps, i - 1)
+            self._extend_period(counts, avgs, steps, lo, i)
             period = self._period
             if period is not None and (window := period.window()) is not None:
-                ended.append((int(at[i]), period.step, window[0], float(window[1])))
+                ended.append((int(at[i]), period.step, window[0], float(window[1]),
+                              period.spread()))
             n, avg = int(counts[i]), avgs[i].item()
             self._period = _Period(keys[i].item(), (n, avg), (n, avg), int(steps[i]))
             self._report.warmup_skipped += 1
-        self._extend_period(counts, avgs, steps, len(at) - 1)
+            lo = i + 1
+        self._extend_period(counts, avgs, steps, lo, len(at))
         if not ended:
             return None
-        where, step, value, weight = (np.array(column) for column in zip(*ended, strict=True))
-        return _Times(where, step.astype(np.int64), value, weight)
+        where, step, value, weight, spread = (np.array(column)
+                                              for column in zip(*ended, strict=True))
+        return _Times(where, step.astype(np.int64), value, weight, spread)
 
     def _extend_period(self, counts: np.ndarray, avgs: np.ndarray, steps: np.ndarray,
-                       i: int) -> None:
-        """The open period's latest average is row ``i``'s (``_cumulative``'s update)."""
+                       lo: int, hi: int) -> None:
+        """Rows ``lo:hi`` continue the open period (``_cumulative``'s update)."""
+        if lo >= hi:
+            return
         period = self._period
         assert period is not None
-        period.last = (int(counts[i]), avgs[i].item())
-        period.step = int(steps[i])
+        period.fold(counts[lo:hi], avgs[lo:hi])
+        period.step = int(steps[hi - 1])
 
     def _observe(self, sizes: _Sizes, times: _Times) -> None:
         """Feed the run's batch sizes and times to the regimes, in row order.
 
         Only a batch size different from the previous one (or the first, while the regime
-        has none) can open or change a regime, and a row's size is observed before its
-        time; so the times go in bulk between those rows. A repeated size only extends the
-        regime (``end_step``), which commutes with the times around it.
+        has none) and a closed period's mean (``_Times.spread``) can open a regime, and a
+        row's size is observed before its time; so the times go in bulk between those
+        rows. A repeated size only extends the regime (``end_step``), which commutes with
+        the times between them.
         """
         regimes = self.regimes
         cur = regimes.current
@@ -545,18 +648,29 @@ class Accumulator:
         if len(value):
             change[0] = cur is None or cur.batch_size is None or value[0] != cur.batch_size
             change[1:] = value[1:] != value[:-1]
-        changes = np.flatnonzero(change).tolist()
-        cuts = np.searchsorted(times.at, sizes.at[changes], side="left").tolist()
+        opening = sizes.at[change]
+        if times.spread is not None:
+            opening = np.union1d(opening, times.at[~np.isnan(times.spread)])
         t0 = s0 = 0
-        for c, t in zip([*changes, len(value)], [*cuts, len(times.at)], strict=True):
+        for row in [*opening.tolist(), None]:
+            t = len(times.at) if row is None else int(np.searchsorted(times.at, row))
+            s = len(value) if row is None else int(np.searchsorted(sizes.at, row))
             self._observe_times(times, t0, t)
-            if s0 < c:  # the same size again
-                cur = regimes.current
-                assert cur is not None
-                cur.end_step = max(cur.end_step, int(sizes.step[s0:c].max()))
-            if c < len(value):
-                regimes.observe_batch(int(sizes.step[c]), int(value[c]))
-            t0, s0 = t, c + 1
+            self._extend(sizes, s0, s)  # the same size again
+            if s < len(value) and sizes.at[s] == row:  # the row's own size
+                if change[s]:
+                    regimes.observe_batch(int(sizes.step[s]), int(value[s]))
+                else:
+                    self._extend(sizes, s, s + 1)
+                s += 1
+            t0, s0 = t, s
+
+    def _extend(self, sizes: _Sizes, a: int, b: int) -> None:
+        """Sizes ``a:b``, each the current regime's again: they only extend it."""
+        if a < b:
+            cur = self.regimes.current
+            assert cur is not None
+            cur.end_step = max(cur.end_step, int(sizes.step[a:b].max()))
 
     def _observe_times(self, times: _Times, a: int, b: int) -> None:
         """Times ``a:b`` to the regimes, each noted in ``_fresh`` with its regime count."""
@@ -564,8 +678,9 @@ class Accumulator:
             return
         value = times.value[a:b]
         counts = self.regimes.observe_times(
-            times.step[a:b], value, None if times.weight is None else times.weight[a:b])
-        self._fresh.extend(zip(counts.tolist(), value.tolist(), strict=True))
+            times.step[a:b], value, None if times.weight is None else times.weight[a:b],
+            None if times.spread is None else times.spread[a:b])
+        self._fresh.extend(counts, value)
 
     def take_fresh(self, estimate: bool = True) -> Estimate | None:
         """The robust iteration time over what was timed since the last call (one round).
@@ -576,14 +691,13 @@ class Accumulator:
         next round: a log read without a placement (``gpufair profile``) has no use for
         the estimate, which over a 4 MB read's 40,000 times costs a third of parsing them.
         """
-        fresh, self._fresh = self._fresh, []
         if not estimate:
+            self._fresh.clear()
             return None
         cur = self.regimes.current
         if cur is not None and cur.cause in ("batch_size", "restart"):
-            current = len(self.regimes.regimes)
-            return steady_mean([v for r, v in fresh if r == current])
-        return steady_mean([v for _, v in fresh])
+            return steady_mean(self._fresh.take(len(self.regimes.regimes)))
+        return steady_mean(self._fresh.take())
 
     @property
     def batch_regimes(self) -> int:
@@ -596,6 +710,10 @@ class Accumulator:
             return Estimate(self._whole_run, 1, 0, 0.0), "whole_run"
         cur = self.regimes.current
         window = None if self._period is None else self._period.window()
+        if window is not None and self.regimes.period_shifted(
+                window[0], spread := self._period.spread()):
+            # the period under way runs at another speed than the last one: it alone
+            return Estimate(window[0], self._period.parts, 0, spread / window[0]), "window"
         if window is None and cur is not None and (
                 est := cur.final_estimate() if exact else cur.estimate()) is not None:
             return est, "window"
@@ -670,16 +788,20 @@ class _Times(NamedTuple):
     step: np.ndarray
     value: np.ndarray
     weight: np.ndarray | None
+    spread: np.ndarray | None = None  # a closed period's (``_Period.spread``); NaN: none
 
     def weights(self) -> np.ndarray:
         return np.ones(len(self.at)) if self.weight is None else self.weight
+
+    def spreads(self) -> np.ndarray:
+        return np.full(len(self.at), np.nan) if self.spread is None else self.spread
 
     def merge(self, other: _Times) -> _Times:
         """Both sets in row order (no row makes two observations)."""
         order = np.argsort(np.concatenate([self.at, other.at]), kind="stable")
         return _Times(*(np.concatenate([mine, theirs])[order] for mine, theirs in (
             (self.at, other.at), (self.step, other.step), (self.value, other.value),
-            (self.weights(), other.weights()))))
+            (self.weights(), other.weights()), (self.spreads(), other.spreads()))))
 
 
 class _Columns:
@@ -807,6 +929,12 @@ def _period_keys(epoch: np.ndarray, period_n: np.ndarray) -> tuple[np.ndarray, n
     epoch = _or_zero(epoch)
     within = np.maximum(np.ceil(epoch) - 1.0, 0.0) + 0.0  # + 0.0: no -0.0
     return np.where(counts != 0, within, epoch), counts
+
+
+def _running(start: float, values: np.ndarray) -> float:
+    """``start`` plus each of ``values`` in turn, rounding after each addition as a loop of
+    ``+=`` does (an accumulation, unlike ``sum``, never regroups the additions)."""
+    return float(np.add.accumulate(np.concatenate(([start], values)))[-1])
 
 
 def _ffill(values: np.ndarray, init: float) -> np.ndarray:

@@ -48,6 +48,10 @@ class Parser:
     """Base of all line-oriented parser families.
 
     ``signature`` decides auto-detection: it should match lines only this family prints.
+    Detection runs it once per line shape (``detect_chunk``), which is exact when it treats
+    every run of digits alike, as patterns must too (see ``extract.py``); a signature that
+    reads a digit itself (a version number) sets ``signature_reads_digits`` and is run on
+    every sampled line instead.
     ``numbers`` / ``texts`` name the groups ``convert`` reads as numbers / as text (others
     are only tested for presence); ``items`` and ``items_in`` declare repeated fields (see
     :class:`Extractor`); ``lenient`` groups may fail to read without making a line
@@ -60,6 +64,7 @@ class Parser:
 
     family: ClassVar[str] = ""
     signature: ClassVar[re.Pattern[str]]
+    signature_reads_digits: ClassVar[bool] = False
     pattern: ClassVar[re.Pattern[str]]
     numbers: ClassVar[frozenset[str]] = frozenset()
     texts: ClassVar[frozenset[str]] = frozenset()

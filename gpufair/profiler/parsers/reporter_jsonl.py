@@ -26,6 +26,7 @@ _ITEM = re.compile(r'"(?P<key>\w+)": ?(?P<value>-?[0-9][-+0-9.eE]*|null|true|fal
 class ReporterParser(Parser):
     family = "reporter"
     signature = re.compile(r'^\{"gpufair": ?1\b')
+    signature_reads_digits = True  # version 1 only: ``{"gpufair": 2`` has the same shape
     pattern = re.compile(r'^\{"gpufair": ?(?P<version>[0-9]+)\b[^\n\r]*\}[^\S\n\r]*$')
     numbers = frozenset({"version", *_FIELDS.values()})
     texts = frozenset({"@phase"})
