@@ -748,3 +748,15 @@ def test_a_preemption_skipped_as_done_is_not_warned_again():
     daemon.run_round()
     assert [e for e in cluster.log if e[0] == "warn"] == [("warn", ("a",))]
     assert sleeps == [30.0]
+
+
+def test_rank_ties_of_word_job_ids_go_by_their_numbers():
+    """YARN's ids are words with numbers in them: on a tie, application_…_9 precedes
+    application_…_10 (text order would put _10 first), and a later cluster timestamp comes
+    after an earlier one whatever the sequence number."""
+    ids = ["application_1700000000000_10", "application_1700000000000_9",
+           "application_1600000000000_12"]
+    ranked = rank_priorities(dict.fromkeys(ids, 0.0))
+    assert sorted(ranked, key=ranked.__getitem__, reverse=True) == [
+        "application_1600000000000_12", "application_1700000000000_9",
+        "application_1700000000000_10"]

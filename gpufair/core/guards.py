@@ -10,6 +10,7 @@ rules.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -130,9 +131,19 @@ def preemption_cap(share: float) -> Guard:
     return guard
 
 
+_RUNS = re.compile(r"\d+|\D+")
+
+
+def natural_key(job_id: str) -> tuple[tuple[int, int, str], ...]:
+    """Order of job ids with their digit runs read as numbers (a total order: ties of equal
+    value, ``07`` and ``7``, fall back to the text)."""
+    return tuple((0, int(part), part) if part.isdigit() else (1, 0, part)
+                 for part in _RUNS.findall(job_id))
+
+
 def rank_priorities(priorities: Mapping[str, float]) -> dict[str, int]:
     """Plan priorities (any scale, higher first) → distinct integer priorities by rank.
-    Ties go to the lower job id (numerically when both are numbers)."""
-    ordered = sorted(priorities.items(),
-                     key=lambda kv: (-kv[1], int(kv[0]) if kv[0].isdigit() else 0, kv[0]))
+    Ties go to the lower job id in natural order: digit runs compare as numbers, so Slurm's
+    ``9`` precedes ``10`` and YARN's ``application_…_9`` precedes ``application_…_10``."""
+    ordered = sorted(priorities.items(), key=lambda kv: (-kv[1], natural_key(kv[0])))
     return {job_id: PRIORITY_TOP - rank for rank, (job_id, _) in enumerate(ordered)}
