@@ -13,18 +13,33 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, ClassVar
 
 from gpufair.model import ClusterState, Job, Plan
 from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.placement import capacity_by_type, place
+from gpufair.policy.replan import replan_due, replan_interval, replan_interval_setting
 
 Allocation = dict[str, dict[str, float]]
 
 
+@dataclass(frozen=True)
+class TimeFractionOptions:
+    """What every time-fraction policy accepts (a policy's own options extend it)."""
+
+    replan_interval_s: float | None = replan_interval_setting(
+        "the policy's own fraction of a round, docs/policies/baselines.md; only between round"
+        " boundaries: a boundary re-plans whenever something changed")
+
+
 class TimeFractionPolicy(PolicyBase, ABC):
     name = "time_fractions"
+    Options: ClassVar[type] = TimeFractionOptions
+    #: unless ``replan_interval_s`` is set, an event re-plans only this many rounds after the
+    #: last plan (each policy's default is measured: docs/policies/baselines.md)
+    replan_rounds: ClassVar[float] = 1.0
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         super().__init__(config)
@@ -40,6 +55,9 @@ class TimeFractionPolicy(PolicyBase, ABC):
         self._seen_batch: dict[str, int | None] = {}
         self._ran_on: dict[str, str] = {}
         self._capacity: dict[str, int] = {}
+        self._replan_s = replan_interval(self.options.replan_interval_s, self.config.round_s,
+                                         self.replan_rounds)
+        self._preemptive = True   # unless told otherwise (BoundaryAware), every decision may
 
     _STATE = ("_alloc", "_tau", "_deficit", "_weight_sum", "_t_reset", "_dirty",
               "_seen_attained", "_seen_batch", "_ran_on", "_capacity")
@@ -97,8 +115,7 @@ class TimeFractionPolicy(PolicyBase, ABC):
         if capacity != self._capacity:
             self._capacity = dict(capacity)
             self._dirty = True
-        interval = self.config.recompute_interval_s
-        if not self._dirty or not (now - self._t_reset >= interval or self._t_reset == 0):
+        if not self._dirty or not self._replan_due(now):
             return
         elapsed = now - self._t_reset
         for job in jobs:
@@ -116,6 +133,19 @@ class TimeFractionPolicy(PolicyBase, ABC):
                                strict=True))
         self._dirty = False
         self.stats.recomputes += 1
+
+    def next_decision(self, preemptive: bool) -> None:
+        """The round pipeline says whether the coming decision may preempt (BoundaryAware)."""
+        self._preemptive = preemptive
+
+    def _replan_due(self, now: float) -> bool:
+        """The artifacts' throttle (``recompute_interval_s``) holds at every decision; the
+        policy's own ``replan_interval_s`` only between round boundaries: a boundary, where
+        the allocation decides who is preempted, always gets a fresh one."""
+        last = self._t_reset or None   # 0: none yet (the artifacts' test)
+        if not replan_due(last, now, self.config.recompute_interval_s):
+            return False
+        return self._preemptive or replan_due(last, now, self._replan_s)
 
     @staticmethod
     def _clipped(alloc: Allocation, jobs: Sequence[Job]) -> list[dict[str, float]]:
@@ -146,6 +176,10 @@ class TimeFractionPolicy(PolicyBase, ABC):
         taken: set[str] = set()
         picks: list[tuple[Job, str]] = []
         priorities: dict[str, float] = {}
+        # a job that arrived since the last allocation: under the artifacts' throttle it holds
+        # GPUs in the walk but does not run (their rule); under the policy's own replan
+        # interval it runs on what the allocated jobs leave (its priority is 0: it comes last)
+        newcomers_run = not self.config.recompute_interval_s
         for gpu_type in types:
             free = capacity[gpu_type]
             weight_sum = self._weight_sum.get(gpu_type, 0.0)
@@ -163,7 +197,7 @@ class TimeFractionPolicy(PolicyBase, ABC):
                     continue
                 free -= job.gpus
                 taken.add(job.id)
-                if job.id in self._alloc:  # jobs outside the allocation hold but do not run
+                if newcomers_run or job.id in self._alloc:
                     picks.append((job, gpu_type))
         assignments = place(state, picks)
         self._ran_on = {a.job_id: type_of[a.gpu_ids[0]] for a in assignments}
