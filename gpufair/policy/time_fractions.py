@@ -55,6 +55,10 @@ class TimeFractionPolicy(PolicyBase, ABC):
         self._seen_batch: dict[str, int | None] = {}
         self._ran_on: dict[str, str] = {}
         self._capacity: dict[str, int] = {}
+        # the last record absorbed per job: a simulator hands a waiting job's unchanged record
+        # back at every event, and absorbing it again changes nothing (not state: a restored
+        # policy simply absorbs everything once)
+        self._seen_record: dict[str, Job] = {}
         self._replan_s = replan_interval(self.options.replan_interval_s, self.config.round_s,
                                          self.replan_rounds)
         self._preemptive = True   # unless told otherwise (BoundaryAware), every decision may
@@ -69,6 +73,7 @@ class TimeFractionPolicy(PolicyBase, ABC):
     def load_state_dict(self, data: dict[str, Any]) -> None:
         for name in self._STATE:
             setattr(self, name, copy.deepcopy(data[name.lstrip("_")]))
+        self._seen_record = {}
 
     @abstractmethod
     def allocate(self, jobs: Sequence[Job], capacity: dict[str, int], now: float) -> Allocation:
@@ -79,7 +84,11 @@ class TimeFractionPolicy(PolicyBase, ABC):
                 type_of: Mapping[str, str]) -> None:
         """Charge each job the service it received since the last call (τ_j, W)."""
         changed = False
+        seen = self._seen_record
         for job in state.jobs:
+            if seen.get(job.id) is job:   # the very record absorbed last time: nothing new
+                continue
+            seen[job.id] = job
             if job.id not in self._tau:
                 if not job.state.active:
                     continue
@@ -107,7 +116,7 @@ class TimeFractionPolicy(PolicyBase, ABC):
 
     def _forget(self, job_id: str) -> None:
         for table in (self._tau, self._deficit, self._seen_attained, self._seen_batch,
-                      self._ran_on, self._alloc):
+                      self._ran_on, self._alloc, self._seen_record):
             table.pop(job_id, None)
 
     def _maybe_recompute(self, jobs: Sequence[Job], capacity: dict[str, int],
@@ -151,19 +160,17 @@ class TimeFractionPolicy(PolicyBase, ABC):
     def _clipped(alloc: Allocation, jobs: Sequence[Job]) -> list[dict[str, float]]:
         return [{t: min(1.0, max(0.0, x)) for t, x in alloc.get(j.id, {}).items()} for j in jobs]
 
-    def _priority(self, job: Job, gpu_type: str, share: dict[str, float] | None,
-                  weight_sum: float, rate: float) -> float:
-        """A / (received share of the type); ``share`` is the job's allocation (None: none),
-        ``weight_sum`` the type's W and ``rate`` the job's rate there, looked up once per
-        type and job by the caller (this runs for every active job at every decision)."""
-        if share is None:
-            return 0.0
-        a = share.get(gpu_type, 0.0)
+    def _priority(self, job_id: str, gpu_type: str, a: float, weight_sum: float,
+                  rate: float) -> float:
+        """A / (received share of the type); ``a`` is the job's allocated fraction there (0
+        when it has none), ``weight_sum`` the type's W and ``rate`` the job's rate there,
+        looked up once per type and job by the caller (this runs for every active job at
+        every decision)."""
         if a <= 0 or rate <= 0:
             return 0.0
         if weight_sum == 0:
             return a * 1e9
-        return a / (self._tau[job.id][gpu_type] / weight_sum)
+        return a / (self._tau[job_id][gpu_type] / weight_sum)
 
     # -- one round --------------------------------------------------------------------------
     def schedule(self, state: ClusterState, now: float) -> Plan:
@@ -187,10 +194,10 @@ class TimeFractionPolicy(PolicyBase, ABC):
             for job in jobs:
                 share = self._alloc.get(job.id)
                 rate = job.rate(gpu_type)
-                p = self._priority(job, gpu_type, share, weight_sum, rate)
+                a = 0.0 if share is None else share.get(gpu_type, 0.0)
+                p = self._priority(job.id, gpu_type, a, weight_sum, rate)
                 priorities.setdefault(job.id, p)
-                keyed.append((p, self._deficit[job.id].get(gpu_type, 0.0),
-                              0.0 if share is None else share.get(gpu_type, 0.0), rate, job))
+                keyed.append((p, self._deficit[job.id].get(gpu_type, 0.0), a, rate, job))
             keyed.sort(key=itemgetter(0, 1, 2), reverse=True)
             for _, _, _, rate, job in keyed:
                 if job.id in taken or rate <= 0 or job.gpus > free:
