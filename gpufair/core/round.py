@@ -146,6 +146,12 @@ class Round:
             keys = [action_key(a, jobs.get(a.job_id)) for a in actions]
         return RoundResult(state, plan, actions, keys, deferred, rows, elapsed, preemptive)
 
+    def skip(self) -> None:
+        """Count a decision its caller knows changes nothing and that the policy does not
+        need to see (``observes_every_event`` False): a simulator's fill-only event with no
+        idle GPU."""
+        self.decisions += 1
+
     def diff(self, state: ClusterState, plan: Plan, preemptive: bool) -> list[Action]:
         if self.rules.mode == "soft":
             pending = {j.id for j in state.jobs if j.state is JobState.PENDING}

@@ -143,6 +143,14 @@ class TimeFractionPolicy(PolicyBase, ABC):
         self._dirty = False
         self.stats.recomputes += 1
 
+    @property
+    def observes_every_event(self) -> bool:
+        """Only when re-planning at once: with a replan interval the allocation already lags
+        events, and a decision that can start nothing (between boundaries, no waiting job
+        fits the idle GPUs) may go unseen; its service is absorbed at the next one
+        (core.simulation.run_to_end)."""
+        return self._replan_s == 0
+
     def next_decision(self, preemptive: bool) -> None:
         """The round pipeline says whether the coming decision may preempt (BoundaryAware)."""
         self._preemptive = preemptive

@@ -189,6 +189,12 @@ class TraceSimulator:
     def gpus_in_use(self) -> int:
         return sum(len(j.held) for j in self._active)
 
+    def may_start_any(self) -> bool:
+        """Some waiting job's smallest gang (1 GPU for an elastic job) fits in the number of
+        idle GPUs: without that, no decision between round boundaries can start anything."""
+        idle = self.num_gpus - self.gpus_in_use()
+        return any((1 if j.elastic else j.sf) <= idle for j in self._active if not j.held)
+
     def snapshot(self) -> ClusterState:
         jobs = [self._record(j) for j in self._active]
         jobs += [self._record(j) for j in self._ended]
