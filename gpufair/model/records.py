@@ -234,6 +234,9 @@ def job_from_values(values: Sequence[object]) -> Job:
 
 
 _ACTIVE = tuple(s for s in JobState if s.active)
+#: (jobs tuple, its active jobs) of the last call: the tuple is kept alive with it, so its
+#: identity cannot be reused by another while cached; jobs are immutable, so is the answer
+_LAST_ACTIVE: tuple[tuple[Job, ...] | None, tuple[Job, ...]] = (None, ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +316,14 @@ class ClusterState:
     gpu_types: tuple[GpuType, ...] = ()
 
     def active_jobs(self) -> tuple[Job, ...]:
-        return tuple(j for j in self.jobs if j.state in _ACTIVE)
+        global _LAST_ACTIVE
+        last = _LAST_ACTIVE   # policy and diff both ask, at every decision, of the same jobs
+        if last[0] is self.jobs:
+            return last[1]
+        active = tuple(j for j in self.jobs if j.state in _ACTIVE)
+        if type(self.jobs) is tuple:   # a list could change under the cache
+            _LAST_ACTIVE = (self.jobs, active)
+        return active
 
     def job(self, job_id: str) -> Job:
         for j in self.jobs:

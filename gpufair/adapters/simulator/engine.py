@@ -192,8 +192,13 @@ class TraceSimulator:
     def may_start_any(self) -> bool:
         """Some waiting job's smallest gang (1 GPU for an elastic job) fits in the number of
         idle GPUs: without that, no decision between round boundaries can start anything."""
-        idle = self.num_gpus - self.gpus_in_use()
-        return any((1 if j.elastic else j.sf) <= idle for j in self._active if not j.held)
+        idle, smallest = self.num_gpus, math.inf   # one pass: this runs at every event
+        for job in self._active:
+            if job.held:
+                idle -= len(job.held)
+            elif (gang := 1 if job.elastic else job.sf) < smallest:
+                smallest = gang
+        return smallest <= idle
 
     def snapshot(self) -> ClusterState:
         jobs = [self._record(j) for j in self._active]
