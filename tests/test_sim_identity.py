@@ -79,3 +79,18 @@ def test_cached_node_facts_follow_the_nodes_they_describe() -> None:
     nodes.append(Node("c", "v100", 1))
     assert listed.gpu_count() == 3
     assert Node("a", "v100", 3, unavailable=[1]).gpu_ids() == ("a:0", "a:2")  # type: ignore[arg-type]
+
+
+def test_remembered_active_jobs_follow_the_jobs_they_describe() -> None:
+    """active_jobs() is remembered for the last jobs tuple only: another tuple, even an equal
+    one with a job finished, gets its own answer, and a list is never remembered."""
+    waiting, done = Job(id="w"), Job(id="d", state=JobState.COMPLETED)
+    both = ClusterState(0.0, jobs=(waiting, Job(id="d")))
+    assert [j.id for j in both.active_jobs()] == ["w", "d"]
+    assert both.active_jobs() is both.active_jobs()
+    assert [j.id for j in ClusterState(0.0, jobs=(waiting, done)).active_jobs()] == ["w"]
+    jobs = [waiting]
+    listed = ClusterState(0.0, jobs=jobs)   # type: ignore[arg-type]
+    assert len(listed.active_jobs()) == 1
+    jobs.append(Job(id="x"))
+    assert len(listed.active_jobs()) == 2
