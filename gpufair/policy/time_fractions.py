@@ -168,18 +168,6 @@ class TimeFractionPolicy(PolicyBase, ABC):
     def _clipped(alloc: Allocation, jobs: Sequence[Job]) -> list[dict[str, float]]:
         return [{t: min(1.0, max(0.0, x)) for t, x in alloc.get(j.id, {}).items()} for j in jobs]
 
-    def _priority(self, job_id: str, gpu_type: str, a: float, weight_sum: float,
-                  rate: float) -> float:
-        """A / (received share of the type); ``a`` is the job's allocated fraction there (0
-        when it has none), ``weight_sum`` the type's W and ``rate`` the job's rate there,
-        looked up once per type and job by the caller (this runs for every active job at
-        every decision)."""
-        if a <= 0 or rate <= 0:
-            return 0.0
-        if weight_sum == 0:
-            return a * 1e9
-        return a / (self._tau[job_id][gpu_type] / weight_sum)
-
     # -- one round --------------------------------------------------------------------------
     def schedule(self, state: ClusterState, now: float) -> Plan:
         capacity = capacity_by_type(state)
@@ -199,13 +187,21 @@ class TimeFractionPolicy(PolicyBase, ABC):
             free = capacity[gpu_type]
             weight_sum = self._weight_sum.get(gpu_type, 0.0)
             keyed = []
-            for job in jobs:
-                share = self._alloc.get(job.id)
+            alloc, deficit, tau = self._alloc, self._deficit, self._tau
+            for job in jobs:   # every active job at every decision: the priority written out
+                jid = job.id
+                share = alloc.get(jid)
                 rate = job.rate(gpu_type)
                 a = 0.0 if share is None else share.get(gpu_type, 0.0)
-                p = self._priority(job.id, gpu_type, a, weight_sum, rate)
-                priorities.setdefault(job.id, p)
-                keyed.append((p, self._deficit[job.id].get(gpu_type, 0.0), a, rate, job))
+                # A / (received share of the type) = a / (τ / W); none without a share or a rate
+                if a <= 0 or rate <= 0:
+                    p = 0.0
+                elif weight_sum == 0:
+                    p = a * 1e9
+                else:
+                    p = a / (tau[jid][gpu_type] / weight_sum)
+                priorities.setdefault(jid, p)
+                keyed.append((p, deficit[jid].get(gpu_type, 0.0), a, rate, job))
             keyed.sort(key=itemgetter(0, 1, 2), reverse=True)
             for _, _, _, rate, job in keyed:
                 if job.id in taken or rate <= 0 or job.gpus > free:
