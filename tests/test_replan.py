@@ -185,8 +185,11 @@ def test_bisect_solves_midpoints_too_close_to_call() -> None:
         return np.array([horizon]) if horizon >= 500_050.0 else None
 
     # the first midpoint, (100 + 1e6) / 2 = 500,050 s, is within 1e-6 of T*: it is solved
-    assert bisect(feasible, 500_050.0 * (1 + 1e-7)) is not None
+    got = bisect(feasible, 500_050.0 * (1 + 1e-7))
     assert calls[0] == 500_050.0
+    expected = reference_bisection(lambda h: h >= 500_050.0)
+    assert got is not None and got[0] == expected   # the fractions of where the search ends
+    assert calls == ([500_050.0] if expected == 500_050.0 else [500_050.0, expected])
 
 
 def test_min_total_duration_by_hand_and_as_without_the_shortcut(monkeypatch) -> None:
@@ -228,3 +231,56 @@ def test_in_a_simulation_replans_between_boundaries_keep_the_interval(interval) 
     assert between, "the demo has events between boundaries that re-plan"
     assert all(now - prev >= wanted for now, prev in between)
     assert any(boundary for _, boundary in plans[1:])
+
+
+# -- the simulator skips decisions that can start nothing, for policies that need not see them
+def test_may_start_any_by_hand() -> None:
+    from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
+    from gpufair.adapters.simulator.engine import TraceSimulator
+    from gpufair.adapters.simulator.semantics import CLEAN
+    from gpufair.adapters.simulator.throughputs import throughputs_from_dict
+    from gpufair.adapters.simulator.trace import parse_trace
+
+    rates = throughputs_from_dict({"v100": {f"('A3C', {n})": {"null": 1.0} for n in (1, 2, 4)}})
+    lines = [f"A3C\tcmd\t.\t--steps\t0\t100\t{sf}\t1\t-1\t0" for sf in (2, 4, 2)]
+    sim = TraceSimulator(parse_trace("\n".join(lines)), rates, parse_cluster_spec("v100:6"),
+                         CLEAN, R)
+    first, wide, second = sim._active
+    assert sim.may_start_any()                       # 6 idle GPUs, gangs of 2 and 4 wait
+    first.held, wide.held = ("v100-0:0", "v100-0:1"), ("v100-0:2",) * 4   # 0 idle
+    assert not sim.may_start_any()
+    wide.held = ("v100-0:2",) * 3                    # 1 idle, smallest waiting gang is 2
+    assert not sim.may_start_any()
+    wide.held = ("v100-0:2",) * 2                    # 2 idle: the second 2-GPU gang fits
+    assert sim.may_start_any()
+    second.held = ("v100-0:4", "v100-0:5")           # nobody waits: nothing to start
+    assert not sim.may_start_any()
+
+
+@pytest.mark.parametrize("name", ["fifo", "srtf", "las", "max_min"])
+def test_skipped_decisions_change_nothing_for_the_ordering_policies(name, monkeypatch) -> None:
+    """The same run with every decision made (the policy made to say it must see them all)
+    gives the same outcomes to the bit, with fewer policy calls; max_min skips only with a
+    replan interval, where its plan lags events anyway: it skips, and finishes every job."""
+    from gpufair.core.simulation import SimulationSpec, build_simulator, run_to_end
+
+    def run(observe_all: bool):
+        sim = build_simulator(SimulationSpec())          # the bundled 60-job demo, clean
+        policy = create_policy(name, PolicyConfig(round_s=sim.round_s))
+        if observe_all:
+            monkeypatch.setattr(type(policy), "observes_every_event", True, raising=False)
+        asked = []
+        schedule = policy.schedule
+        policy.schedule = lambda state, now: asked.append(now) or schedule(state, now)
+        rounds = Round(policy)
+        assert run_to_end(sim, rounds)
+        monkeypatch.undo()
+        return sim.outcomes(), rounds.decisions, len(asked)
+
+    skipped, decisions, asked = run(False)
+    full, all_decisions, all_asked = run(True)
+    assert all_decisions == all_asked and asked < decisions
+    if name == "max_min":
+        assert len(skipped) == len(full) == 60
+    else:
+        assert skipped == full and decisions == all_decisions
