@@ -49,6 +49,7 @@ from gpufair.model import (
     SetPriority,
 )
 from gpufair.policy.base import Policy
+from gpufair.policy.replan import BoundaryAware
 
 Enricher = Callable[[ClusterState], ClusterState]
 
@@ -115,6 +116,7 @@ class Round:
         self.enrichers = tuple(enrichers)
         self.policy_s = 0.0
         self.decisions = 0
+        self._tell = policy.next_decision if isinstance(policy, BoundaryAware) else None
 
     def run(self, state: ClusterState, *, preemptive: bool = True,
             history: Mapping[str, Mapping[str, Any]] | None = None) -> RoundResult:
@@ -124,6 +126,8 @@ class Round:
         for enrich in self.enrichers:
             state = enrich(state)
         started = time.perf_counter()
+        if self._tell is not None:
+            self._tell(preemptive)
         plan = self.policy.schedule(state, state.time_s)
         elapsed = time.perf_counter() - started
         self.policy_s += elapsed
@@ -141,6 +145,12 @@ class Round:
             jobs = {j.id: j for j in state.jobs}
             keys = [action_key(a, jobs.get(a.job_id)) for a in actions]
         return RoundResult(state, plan, actions, keys, deferred, rows, elapsed, preemptive)
+
+    def skip(self) -> None:
+        """Count a decision its caller knows changes nothing and that the policy does not
+        need to see (``observes_every_event`` False): a simulator's fill-only event with no
+        idle GPU."""
+        self.decisions += 1
 
     def diff(self, state: ClusterState, plan: Plan, preemptive: bool) -> list[Action]:
         if self.rules.mode == "soft":

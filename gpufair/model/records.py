@@ -7,11 +7,12 @@ the store without copies.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import lru_cache
 from types import MappingProxyType
+from typing import Any
 
 
 class JobState(str, Enum):
@@ -207,18 +208,35 @@ JOB_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Job))
 _JOB_SETTERS = tuple(getattr(Job, name).__set__ for name in JOB_FIELDS)
 
 
+def _unrolled_job_setter() -> Callable[[Sequence[object]], Job]:
+    """One straight-line function that sets every field of a new Job from a sequence: the
+    loop over the field setters it replaces cost as much again (a simulator builds hundreds
+    of thousands of records). Generated from :data:`JOB_FIELDS`, so it follows the class."""
+    names = {f"set_{i}": setter for i, setter in enumerate(_JOB_SETTERS)}
+    body = "".join(f"    set_{i}(job, values[{i}])\n" for i in range(len(_JOB_SETTERS)))
+    source = f"def build(values):\n    job = new(Job)\n{body}    return job\n"
+    scope: dict[str, Any] = {"new": object.__new__, "Job": Job, **names}
+    exec(source, scope)   # a fixed source, built from the dataclass's own fields
+    return scope["build"]
+
+
+_BUILD_JOB = _unrolled_job_setter()
+
+
 def job_from_values(values: Sequence[object]) -> Job:
-    """``Job(*values)`` with every field given, in :data:`JOB_FIELDS` order, at half the
-    cost: a simulator rebuilds each running job's record at every event, and the frozen
+    """``Job(*values)`` with every field given, in :data:`JOB_FIELDS` order, at a fraction of
+    the cost: a simulator rebuilds each running job's record at every event, and the frozen
     dataclass's ``__init__`` (one ``object.__setattr__`` per field) was most of that. Job has
     no ``__post_init__``, so the result is the same record."""
-    job = object.__new__(Job)
-    for set_field, value in zip(_JOB_SETTERS, values, strict=True):
-        set_field(job, value)
-    return job
+    if len(values) != len(_JOB_SETTERS):
+        raise ValueError(f"a Job has {len(_JOB_SETTERS)} fields, got {len(values)} values")
+    return _BUILD_JOB(values)
 
 
 _ACTIVE = tuple(s for s in JobState if s.active)
+#: (jobs tuple, its active jobs) of the last call: the tuple is kept alive with it, so its
+#: identity cannot be reused by another while cached; jobs are immutable, so is the answer
+_LAST_ACTIVE: tuple[tuple[Job, ...] | None, tuple[Job, ...]] = (None, ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +316,14 @@ class ClusterState:
     gpu_types: tuple[GpuType, ...] = ()
 
     def active_jobs(self) -> tuple[Job, ...]:
-        return tuple(j for j in self.jobs if j.state in _ACTIVE)
+        global _LAST_ACTIVE
+        last = _LAST_ACTIVE   # policy and diff both ask, at every decision, of the same jobs
+        if last[0] is self.jobs:
+            return last[1]
+        active = tuple(j for j in self.jobs if j.state in _ACTIVE)
+        if type(self.jobs) is tuple:   # a list could change under the cache
+            _LAST_ACTIVE = (self.jobs, active)
+        return active
 
     def job(self, job_id: str) -> Job:
         for j in self.jobs:

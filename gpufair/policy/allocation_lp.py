@@ -49,9 +49,12 @@ class FractionIndex:
         return rows, rhs
 
     def to_allocation(self, job_list: Sequence[Job], x: np.ndarray) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {j.id: {} for j in job_list}
-        for k in range(self.size):
-            out[job_list[self.jobs[k]].id][self.types[self.type_index[k]]] = float(x[k])
+        ids = [j.id for j in job_list]
+        out: dict[str, dict[str, float]] = {i: {} for i in ids}
+        types = self.types   # plain lists: indexing numpy arrays one element at a time is slow
+        for j, t, value in zip(self.jobs.tolist(), self.type_index.tolist(),
+                               np.asarray(x, dtype=float)[: self.size].tolist(), strict=True):
+            out[ids[j]][types[t]] = value
         return out
 
 

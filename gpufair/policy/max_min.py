@@ -18,12 +18,12 @@ import scipy.sparse as sp
 from gpufair.model import Job
 from gpufair.policy.allocation_lp import fraction_index, solve_timed
 from gpufair.policy.solver import LinearProgram
-from gpufair.policy.time_fractions import Allocation, TimeFractionPolicy
+from gpufair.policy.time_fractions import Allocation, TimeFractionOptions, TimeFractionPolicy
 from gpufair.settings import setting
 
 
 @dataclass(frozen=True)
-class MaxMinOptions:
+class MaxMinOptions(TimeFractionOptions):
     heterogeneity_aware: bool = setting(
         True, "count each GPU type by the job's speed on it (Gavel's *_perf variant)")
 

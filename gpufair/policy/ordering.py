@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import ClassVar
 
 from gpufair.model import ClusterState, Job, Plan
 from gpufair.policy.base import PolicyBase
@@ -11,6 +12,10 @@ from gpufair.policy.placement import capacity_by_type, greedy_walk, held_types, 
 
 class OrderingPolicy(PolicyBase, ABC):
     name = "ordering"
+    #: the plan is a function of the snapshot alone, so a decision that can start nothing
+    #: (between boundaries, no waiting job fits the idle GPUs) may go unseen
+    #: (core.simulation.run_to_end)
+    observes_every_event: ClassVar[bool] = False
 
     @abstractmethod
     def sort_key(self, job: Job, now: float) -> tuple[float, ...]:

@@ -13,18 +13,33 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, ClassVar
 
 from gpufair.model import ClusterState, Job, Plan
 from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.placement import capacity_by_type, place
+from gpufair.policy.replan import replan_due, replan_interval, replan_interval_setting
 
 Allocation = dict[str, dict[str, float]]
 
 
+@dataclass(frozen=True)
+class TimeFractionOptions:
+    """What every time-fraction policy accepts (a policy's own options extend it)."""
+
+    replan_interval_s: float | None = replan_interval_setting(
+        "the policy's own fraction of a round, docs/policies/baselines.md; only between round"
+        " boundaries: a boundary re-plans whenever something changed")
+
+
 class TimeFractionPolicy(PolicyBase, ABC):
     name = "time_fractions"
+    Options: ClassVar[type] = TimeFractionOptions
+    #: unless ``replan_interval_s`` is set, an event re-plans only this many rounds after the
+    #: last plan (each policy's default is measured: docs/policies/baselines.md)
+    replan_rounds: ClassVar[float] = 1.0
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         super().__init__(config)
@@ -40,6 +55,13 @@ class TimeFractionPolicy(PolicyBase, ABC):
         self._seen_batch: dict[str, int | None] = {}
         self._ran_on: dict[str, str] = {}
         self._capacity: dict[str, int] = {}
+        # the last record absorbed per job: a simulator hands a waiting job's unchanged record
+        # back at every event, and absorbing it again changes nothing (not state: a restored
+        # policy simply absorbs everything once)
+        self._seen_record: dict[str, Job] = {}
+        self._replan_s = replan_interval(self.options.replan_interval_s, self.config.round_s,
+                                         self.replan_rounds)
+        self._preemptive = True   # unless told otherwise (BoundaryAware), every decision may
 
     _STATE = ("_alloc", "_tau", "_deficit", "_weight_sum", "_t_reset", "_dirty",
               "_seen_attained", "_seen_batch", "_ran_on", "_capacity")
@@ -51,6 +73,7 @@ class TimeFractionPolicy(PolicyBase, ABC):
     def load_state_dict(self, data: dict[str, Any]) -> None:
         for name in self._STATE:
             setattr(self, name, copy.deepcopy(data[name.lstrip("_")]))
+        self._seen_record = {}
 
     @abstractmethod
     def allocate(self, jobs: Sequence[Job], capacity: dict[str, int], now: float) -> Allocation:
@@ -61,7 +84,11 @@ class TimeFractionPolicy(PolicyBase, ABC):
                 type_of: Mapping[str, str]) -> None:
         """Charge each job the service it received since the last call (τ_j, W)."""
         changed = False
+        seen = self._seen_record
         for job in state.jobs:
+            if seen.get(job.id) is job:   # the very record absorbed last time: nothing new
+                continue
+            seen[job.id] = job
             if job.id not in self._tau:
                 if not job.state.active:
                     continue
@@ -89,7 +116,7 @@ class TimeFractionPolicy(PolicyBase, ABC):
 
     def _forget(self, job_id: str) -> None:
         for table in (self._tau, self._deficit, self._seen_attained, self._seen_batch,
-                      self._ran_on, self._alloc):
+                      self._ran_on, self._alloc, self._seen_record):
             table.pop(job_id, None)
 
     def _maybe_recompute(self, jobs: Sequence[Job], capacity: dict[str, int],
@@ -97,8 +124,7 @@ class TimeFractionPolicy(PolicyBase, ABC):
         if capacity != self._capacity:
             self._capacity = dict(capacity)
             self._dirty = True
-        interval = self.config.recompute_interval_s
-        if not self._dirty or not (now - self._t_reset >= interval or self._t_reset == 0):
+        if not self._dirty or not self._replan_due(now):
             return
         elapsed = now - self._t_reset
         for job in jobs:
@@ -117,23 +143,30 @@ class TimeFractionPolicy(PolicyBase, ABC):
         self._dirty = False
         self.stats.recomputes += 1
 
+    @property
+    def observes_every_event(self) -> bool:
+        """Only when re-planning at once: with a replan interval the allocation already lags
+        events, and a decision that can start nothing (between boundaries, no waiting job
+        fits the idle GPUs) may go unseen; its service is absorbed at the next one
+        (core.simulation.run_to_end)."""
+        return self._replan_s == 0
+
+    def next_decision(self, preemptive: bool) -> None:
+        """The round pipeline says whether the coming decision may preempt (BoundaryAware)."""
+        self._preemptive = preemptive
+
+    def _replan_due(self, now: float) -> bool:
+        """The artifacts' throttle (``recompute_interval_s``) holds at every decision; the
+        policy's own ``replan_interval_s`` only between round boundaries: a boundary, where
+        the allocation decides who is preempted, always gets a fresh one."""
+        last = self._t_reset or None   # 0: none yet (the artifacts' test)
+        if not replan_due(last, now, self.config.recompute_interval_s):
+            return False
+        return self._preemptive or replan_due(last, now, self._replan_s)
+
     @staticmethod
     def _clipped(alloc: Allocation, jobs: Sequence[Job]) -> list[dict[str, float]]:
         return [{t: min(1.0, max(0.0, x)) for t, x in alloc.get(j.id, {}).items()} for j in jobs]
-
-    def _priority(self, job: Job, gpu_type: str, share: dict[str, float] | None,
-                  weight_sum: float, rate: float) -> float:
-        """A / (received share of the type); ``share`` is the job's allocation (None: none),
-        ``weight_sum`` the type's W and ``rate`` the job's rate there, looked up once per
-        type and job by the caller (this runs for every active job at every decision)."""
-        if share is None:
-            return 0.0
-        a = share.get(gpu_type, 0.0)
-        if a <= 0 or rate <= 0:
-            return 0.0
-        if weight_sum == 0:
-            return a * 1e9
-        return a / (self._tau[job.id][gpu_type] / weight_sum)
 
     # -- one round --------------------------------------------------------------------------
     def schedule(self, state: ClusterState, now: float) -> Plan:
@@ -146,24 +179,36 @@ class TimeFractionPolicy(PolicyBase, ABC):
         taken: set[str] = set()
         picks: list[tuple[Job, str]] = []
         priorities: dict[str, float] = {}
+        # a job that arrived since the last allocation: under the artifacts' throttle it holds
+        # GPUs in the walk but does not run (their rule); under the policy's own replan
+        # interval it runs on what the allocated jobs leave (its priority is 0: it comes last)
+        newcomers_run = not self.config.recompute_interval_s
         for gpu_type in types:
             free = capacity[gpu_type]
             weight_sum = self._weight_sum.get(gpu_type, 0.0)
             keyed = []
-            for job in jobs:
-                share = self._alloc.get(job.id)
+            alloc, deficit, tau = self._alloc, self._deficit, self._tau
+            for job in jobs:   # every active job at every decision: the priority written out
+                jid = job.id
+                share = alloc.get(jid)
                 rate = job.rate(gpu_type)
-                p = self._priority(job, gpu_type, share, weight_sum, rate)
-                priorities.setdefault(job.id, p)
-                keyed.append((p, self._deficit[job.id].get(gpu_type, 0.0),
-                              0.0 if share is None else share.get(gpu_type, 0.0), rate, job))
+                a = 0.0 if share is None else share.get(gpu_type, 0.0)
+                # A / (received share of the type) = a / (τ / W); none without a share or a rate
+                if a <= 0 or rate <= 0:
+                    p = 0.0
+                elif weight_sum == 0:
+                    p = a * 1e9
+                else:
+                    p = a / (tau[jid][gpu_type] / weight_sum)
+                priorities.setdefault(jid, p)
+                keyed.append((p, deficit[jid].get(gpu_type, 0.0), a, rate, job))
             keyed.sort(key=itemgetter(0, 1, 2), reverse=True)
             for _, _, _, rate, job in keyed:
                 if job.id in taken or rate <= 0 or job.gpus > free:
                     continue
                 free -= job.gpus
                 taken.add(job.id)
-                if job.id in self._alloc:  # jobs outside the allocation hold but do not run
+                if newcomers_run or job.id in self._alloc:
                     picks.append((job, gpu_type))
         assignments = place(state, picks)
         self._ran_on = {a.job_id: type_of[a.gpu_ids[0]] for a in assignments}

@@ -189,6 +189,17 @@ class TraceSimulator:
     def gpus_in_use(self) -> int:
         return sum(len(j.held) for j in self._active)
 
+    def may_start_any(self) -> bool:
+        """Some waiting job's smallest gang (1 GPU for an elastic job) fits in the number of
+        idle GPUs: without that, no decision between round boundaries can start anything."""
+        idle, smallest = self.num_gpus, math.inf   # one pass: this runs at every event
+        for job in self._active:
+            if job.held:
+                idle -= len(job.held)
+            elif (gang := 1 if job.elastic else job.sf) < smallest:
+                smallest = gang
+        return smallest <= idle
+
     def snapshot(self) -> ClusterState:
         jobs = [self._record(j) for j in self._active]
         jobs += [self._record(j) for j in self._ended]
@@ -279,7 +290,14 @@ class TraceSimulator:
         return 0.0 if rate is None else rate
 
     def _held_rate(self, job: SimJob) -> float:
-        return self._rate(job, self._gpu_type[job.held[0]], len(job.held))
+        """Looked up again only when the job's GPUs or its profile (batch size) change: a
+        running job is asked at every event."""
+        cached = job.held_rate
+        if cached is not None and cached[0] is job.held and cached[1] is job.profile:
+            return cached[2]
+        rate = self._rate(job, self._gpu_type[job.held[0]], len(job.held))
+        job.held_rate = (job.held, job.profile, rate)
+        return rate
 
     def _record(self, job: SimJob) -> Job:
         key = (job.run, job.held, job.batch, job.attained_s, job.finished, job.restarts,
@@ -448,23 +466,30 @@ class TraceSimulator:
             self._round_start = self.now
             self._count_active_round()
             self.rounds += 1
-        running = [(j, self._held_rate(j)) for j in self._active if j.held]
+        held_rate = self._held_rate
+        running = [(j, held_rate(j)) for j in self._active if j.held]
         boundary = self._round_start + self.round_s
         upcoming = [boundary, self._next_arrival_time()]
-        for job, rate in running:
-            upcoming.append(self.now + job.overhead_left_s + job.remaining / rate)
+        now = self.now
+        # (the loops below run for every running job at every event: names hoisted, and
+        # ``job.total - job.run`` written out where ``job.remaining`` would be a call)
+        upcoming += [now + job.overhead_left_s + (job.total - job.run) / rate
+                     for job, rate in running]
         target = min(upcoming)
-        elapsed = target - self.now
+        elapsed = target - now
+        with_overhead = self.semantics.attained_includes_overhead
+        busy = self.busy_gpu_s
         for job, rate in running:
             overhead = min(elapsed, job.overhead_left_s)
             job.overhead_left_s -= overhead
             productive = elapsed - overhead
             job.run = min(job.total, job.run + rate * productive)
-            job.attained_s += elapsed if self.semantics.attained_includes_overhead else productive
-            self.busy_gpu_s += productive * len(job.held)
+            job.attained_s += elapsed if with_overhead else productive
+            busy += productive * len(job.held)
+        self.busy_gpu_s = busy
         self.now = target
         for job, _ in running:
-            if job.remaining <= _EPS * max(1.0, job.total):
+            if job.total - job.run <= _EPS * max(1.0, job.total):
                 job.held = ()
                 self._finish(job, target)
         self.at_round_boundary = target >= boundary - _EPS

@@ -29,11 +29,14 @@ import scipy.sparse as sp
 from gpufair.model import ClusterState, Job, Plan
 from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.placement import capacity_by_type, greedy_walk, held_types, place
+from gpufair.policy.replan import replan_due, replan_interval, replan_interval_setting
 from gpufair.policy.shockwave.regimes import Trajectory, configs_from_now, predict
 from gpufair.policy.solver import LinearProgram, Solution, SolveOptions, solve
 from gpufair.settings import parse_settings, setting
 
 EPS = 1e-6
+#: re-plan at most once per this many rounds unless ``replan_interval_s`` says otherwise
+REPLAN_ROUNDS = 0.75
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,9 @@ class ShockwaveSettings:
                                          aliases=("solver_num_threads",))
     reoptimize_every: int = setting(8, "rounds before a forced re-plan (the artifact's REOPT)",
                                     ge=1)
-    replan_interval_s: float | None = setting(
-        None, "an event (arrival, completion, batch-size change) re-plans only this long after"
-        " the last plan; sooner, the plan stands and new jobs wait for the fill (default: 3/4"
-        " of a round — at most one re-plan per round, as in the paper, even when a round ends"
-        " a little early; 0: at once)", ge=0.0)
+    replan_interval_s: float | None = replan_interval_setting(
+        "3/4 of a round — at most one re-plan per round, as in the paper, even when a round"
+        " ends a little early")
     accordion_regimes: int = setting(2, "K of an Accordion job", ge=1)
     gang_aware_makespan: bool = setting(False, "H's spread term sum n_j R_j / M, not"
                                         " sum R_j / M")
@@ -348,10 +349,10 @@ class ShockwavePolicy(PolicyBase):
         if self.settings.budget == "artifact" and frozenset(views) != st.plan_jobs:
             self._record_targets(jobs, views, now, gpus)
             views = {i: self._view(views[i].job, now, gpus) for i in views}
-        interval = self.settings.replan_interval_s
         # a plan acts only at round boundaries (preemption waits for them), so an event
         # mid-round need not re-plan at once: it waits until most of a round has passed
-        settle = not st.plan or now - st.plan_time >= (0.75 * d if interval is None else interval)
+        settle = replan_due(st.plan_time if st.plan else None, now, replan_interval(
+            self.settings.replan_interval_s, d, REPLAN_ROUNDS))
         if (forced and settle) or not st.plan or elapsed_rounds >= min(
                 self.settings.reoptimize_every, self.settings.window_rounds):
             ordered = [views[j.id] for j in jobs if j.id in views]
