@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufair.adapters.slurm import SlurmAdapter, SlurmSettings
-from gpufair.adapters.slurm.transport import FileTransport
 from gpufair.adapters.slurm.translate import translate
+from gpufair.adapters.slurm.transport import FileTransport
 from gpufair.cli.main import main
 from gpufair.model import JobState
 
