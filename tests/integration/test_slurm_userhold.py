@@ -35,9 +35,12 @@ def test_gpufair_starts_an_owner_held_job_only_after_its_owner_releases_it(
     later = submit()                       # held by its owner once it waits, below
     free = submit()
     assert as_user(cluster, user, "scontrol", "hold", later).returncode == 0
+    # the owner's new comment keeps the hold (only their release takes it out)
+    assert as_user(cluster, user, "scontrol", "update", f"JobId={later}",
+                   "Comment=new words").returncode == 0
     jobs = cluster.jobs()
     assert jobs[held]["comment"] == f"waits for data {MARK}"
-    assert jobs[later]["comment"] == MARK and MARK not in jobs[free]["comment"]
+    assert jobs[later]["comment"] == f"new words {MARK}" and MARK not in jobs[free]["comment"]
     # somebody else cannot lift the owner's hold
     refused = cluster.run("runuser", "-u", "nobody", "--", "scontrol", "release", held,
                           check=False)
