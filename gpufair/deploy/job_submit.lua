@@ -56,9 +56,13 @@ local function user_held(comment)
 end
 
 -- `comment` without the mark wherever the user typed it, and with it at the end when held
+-- (a comment without the mark that is to stay without it is left exactly as it is)
 local function marked(comment, held)
-   local text = string.gsub(" " .. (comment or "") .. " ", "(%s)" .. USER_HOLD .. "%f[%s]", "%1")
-   text = string.gsub(string.gsub(text, "^%s+", ""), "%s+$", "")
+   local text = comment or ""
+   if user_held(text) then
+      text = string.gsub(" " .. text .. " ", "(%s)" .. USER_HOLD .. "%f[%s]", "%1")
+      text = string.gsub(string.gsub(text, "^%s+", ""), "%s+$", "")
+   end
    if held then
       text = (text == "" and USER_HOLD) or (text .. " " .. USER_HOLD)
    end
