@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpufair.cli.output import seed
 from gpufair.errors import InputError
-from gpufair.model import Action, ClusterState, JobState, Preempt, SetPriority
+from gpufair.model import Action, ClusterState, Job, JobState, Preempt, SetPriority
 
 if TYPE_CHECKING:   # the daemon's modules load only when a dry run runs: every gpufair
     # command builds this parser, and importing them cost each one ~0.3 s of start-up
@@ -88,13 +88,17 @@ def run(args: argparse.Namespace) -> int:
     if result is None:   # the recording adapter cannot be unavailable; be explicit anyway
         raise InputError("dry-run", "no round was run")
     left = []
+    waiting: tuple[tuple[Job, str], ...] = ()
     if slurm is not None and slurm.last_view is not None:
         seen = {j.id for j in result.state.jobs}
         left = [j for j in slurm.last_view.state.active_jobs() if j.id not in seen]
+        waiting = slurm.last_view.waiting
     rows = explain(result, adapter.recorded, daemon) + [
         Decision(j.id, j.tenant, j.state.value, j.gpus, _nodes(j.gpus_held), "left to Slurm",
                  "", "not held by gpufair (unmanaged partition or released already)")
-        for j in left]
+        for j in left] + [
+        Decision(j.id, j.tenant, j.state.value, j.gpus, "", "waits", "", why)
+        for j, why in waiting]
     if args.json:   # what could not be read is on stderr too (the adapter's warnings)
         skipped = slurm.last_view.problems if slurm and slurm.last_view else ()
         print(render_json(daemon.policy.name, result, rows, skipped))

@@ -8,9 +8,20 @@ Slurm could start a job gpufair did not choose.
 A hold set at submission is a *user* hold (Reason=JobHeldUser), which the job's
 owner could lift with `scontrol release`, running the job outside the policy
 (or undoing a preemption). slurm_job_modify therefore refuses any change of a
-managed job's priority (release, hold, nice-free priority updates) unless it
-comes from root or SlurmUser: only gpufair (running as one of them) releases.
+managed job's priority (release, nice-free priority updates) unless it comes
+from root or SlurmUser: only gpufair (running as one of them) releases.
 The admin comment that marks the job cannot be changed by users at all.
+
+The owner's own hold (`sbatch --hold`/`-H`, or `scontrol hold`/`uhold` of a
+waiting job) is honoured: it is recorded as the word "gpufair:userhold" in the
+job's comment, and gpufair starts no job that carries it. The owner's
+`scontrol release` of such a job only takes the word out: the job stays held
+(priority 0) and becomes gpufair's to start. The word lives in the comment, not
+in the admin comment, because Slurm refuses a user's update that changes the
+admin comment even when this script makes the change ("Attempt to change
+admin_comment"); a user who edits the comment keeps the word as it was, and the
+mark only ever stops gpufair from starting the owner's own job, never lets Slurm
+start it. An operator may clear it with `scontrol update JobId=N Comment=...`.
 
 Install: copy next to slurm.conf as job_submit.lua and set
     JobSubmitPlugins=lua
@@ -29,8 +40,42 @@ local MARK = "gpufair:managed"
 local OPERATORS = { [0] = true }
 local SLURM_USER_UID = nil
 if SLURM_USER_UID then OPERATORS[SLURM_USER_UID] = true end
--- job_desc.priority when an update leaves the priority alone
+-- job_desc.priority when an update leaves the priority alone; what scontrol release sends
 local NO_VAL = 4294967294
+local RELEASE = 4294967295
+-- the owner's hold, in the job's comment (see above)
+local USER_HOLD = "gpufair:userhold"
+-- job_rec.job_state of a waiting job (JOB_PENDING, below the flag bits)
+local PENDING = 0
+
+local function user_held(comment)
+   for word in string.gmatch(comment or "", "%S+") do
+      if word == USER_HOLD then return true end
+   end
+   return false
+end
+
+-- `comment` without the mark wherever the user typed it, and with it at the end when held
+-- (a comment without the mark that is to stay without it is left exactly as it is)
+local function marked(comment, held)
+   local text = comment or ""
+   if user_held(text) then
+      text = string.gsub(" " .. text .. " ", "(%s)" .. USER_HOLD .. "%f[%s]", "%1")
+      text = string.gsub(string.gsub(text, "^%s+", ""), "%s+$", "")
+   end
+   if held then
+      text = (text == "" and USER_HOLD) or (text .. " " .. USER_HOLD)
+   end
+   return text
+end
+
+-- set the comment of a submission or update to `text` unless it already is that.
+-- Slurm's lua ignores an empty string (the old comment, mark and all, would stay): " "
+local function set_comment(job_desc, current, text)
+   if text ~= (current or "") then
+      job_desc.comment = (text == "" and " ") or text
+   end
+end
 
 local function managed(partition)
    local name = partition
@@ -54,6 +99,8 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
          slurm.log_info("gpufair: constraint %s left to Slurm", job_desc.features)
          return slurm.SUCCESS
       end
+      -- sbatch --hold (-H) submits priority 0, any other submission NO_VAL
+      set_comment(job_desc, job_desc.comment, marked(job_desc.comment, job_desc.priority == 0))
       job_desc.priority = 0
       job_desc.admin_comment = MARK
       -- gpufair rewrites the required nodes when it pins a job: keep the user's own list
@@ -64,16 +111,37 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    return slurm.SUCCESS
 end
 
+local function refuse(job_rec, modify_uid, why)
+   slurm.log_info("gpufair: uid %d may not change the priority of managed job %d",
+                  modify_uid, job_rec.job_id)
+   slurm.log_user(why)
+   return slurm.ESLURM_ACCESS_DENIED
+end
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    local comment = job_rec.admin_comment or ""
-   if string.sub(comment, 1, #MARK) == MARK and not OPERATORS[modify_uid]
-      and job_desc.priority ~= nil and job_desc.priority ~= NO_VAL then
-      slurm.log_info("gpufair: uid %d may not change the priority of managed job %d",
-                     modify_uid, job_rec.job_id)
-      slurm.log_user("gpufair schedules this job: it is started and held by gpufair, " ..
-                     "not by scontrol release/hold (scancel it to withdraw it)")
-      return slurm.ESLURM_ACCESS_DENIED
+   if string.sub(comment, 1, #MARK) ~= MARK or OPERATORS[modify_uid] then
+      return slurm.SUCCESS
    end
+   local held = user_held(job_rec.comment)
+   local priority = job_desc.priority
+   if priority ~= nil and priority ~= NO_VAL then
+      local owner = job_rec.user_id == modify_uid
+      local waiting = job_rec.job_state % 256 == PENDING
+      if owner and waiting and priority == 0 then
+         held = true                  -- scontrol hold/uhold: the owner's hold
+      elseif owner and waiting and held and priority == RELEASE then
+         held = false                 -- scontrol release: the job is gpufair's again...
+         job_desc.priority = 0        -- ...and stays held until gpufair starts it
+      else
+         return refuse(job_rec, modify_uid,
+                       "gpufair schedules this job: it is started and held by gpufair, " ..
+                       "not by scontrol release/hold (scancel it to withdraw it; " ..
+                       "scontrol hold of a waiting job and release of that hold are yours)")
+      end
+   end
+   local text = job_desc.comment or job_rec.comment
+   set_comment(job_desc, text, marked(text, held))
    return slurm.SUCCESS
 end
 

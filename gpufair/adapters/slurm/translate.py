@@ -50,6 +50,11 @@ JOB_STATES: dict[str, JobState | None] = {
 }
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job requeued in held state"})
 MANAGED_MARK = "gpufair:managed"
+#: The owner's own hold of a managed job (``sbatch --hold``, ``scontrol hold``), a word of the
+#: job's comment that job_submit.lua keeps (the admin comment cannot hold it: Slurm refuses a
+#: user's update that changes it, even when the lua does). The owner's ``scontrol release``
+#: only takes the word out; the job stays held, and only then is it gpufair's to start.
+USER_HOLD_MARK = "gpufair:userhold"
 #: An elastic job says so in its --comment: ``gpufair:gpus=MIN-MAX`` (one word); it is then
 #: scheduled with any GPU count from MIN to MAX (AFS), and resized by requeue + update.
 ELASTIC_MARK = "gpufair:gpus="
@@ -92,6 +97,9 @@ class SlurmView:
     problems: tuple[str, ...] = ()
     #: jobs in COMPLETING (GPUs still busy); their nodes are reported as not usable this round
     settling: tuple[str, ...] = ()
+    #: pending jobs that may not start yet (their owner's hold, a dependency), with why: not
+    #: in the state (no demand to serve), shown by the dry run so nobody has to guess
+    waiting: tuple[tuple[Job, str], ...] = ()
 
 
 class Malformed(ValueError):
@@ -241,6 +249,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
 
     site = replace(site, job_states=_job_states(records))
     parsed: list[_Parsed] = []
+    waiting: list[tuple[Job, str]] = []
     for i, raw in sorted(enumerate(records), key=lambda item: _submission_order(item[1])):
         where = _where(source, raw, i)
         try:
@@ -251,9 +260,11 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
             result = (_elastic(result[0], raw, problems, where), result[1])
             try:
                 result = (_constrain(result[0], raw, site), result[1])
+            except NotRunnable as why:  # nothing wrong: it waits for its owner or a parent
+                waiting.append((result[0], str(why)))
+                continue
             except Unmodelled as why:   # not broken: just not for the policy to place
-                if not str(why).startswith("waits for a dependency"):
-                    problems.append(f"{where}: not scheduled by gpufair: {why}")
+                problems.append(f"{where}: not scheduled by gpufair: {why}")
                 continue
         except Exception as exc:  # one record must never stop a round
             held = _nodes_of_raw(raw)
@@ -294,7 +305,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
     state = ClusterState(time_s=now, nodes=tuple(nodes), jobs=tuple(jobs),
                          tenants=tuple(Tenant(t) for t in tenants),
                          gpu_types=tuple(GpuType(t) for t in types))
-    return SlurmView(state, infos, tuple(problems), tuple(settling))
+    return SlurmView(state, infos, tuple(problems), tuple(settling), tuple(waiting))
 
 
 @dataclass(frozen=True)
@@ -372,6 +383,19 @@ class Unmodelled(ValueError):
     """The job asks something of its placement gpufair cannot express; it is left alone."""
 
 
+class NotRunnable(Unmodelled):
+    """The job may not start yet for a reason of its own (a dependency not met, its owner's
+    hold): nothing to report, and no demand the policy should count or serve."""
+
+
+def user_held(raw: Mapping[str, Any]) -> bool:
+    """Whether a managed job carries its owner's hold (``USER_HOLD_MARK``). Only job_submit.lua
+    writes the word into a managed job's comment, and only the owner (or an operator) can
+    change that comment; in a job the lua did not mark, the word means nothing."""
+    return MANAGED_MARK in _text(raw, "admin_comment") and \
+        USER_HOLD_MARK in _text(raw, "comment").split()
+
+
 def _elastic(job: Job, raw: Mapping[str, Any], problems: list[str], where: str) -> Job:
     """min/max GPUs from ``gpufair:gpus=MIN-MAX`` in the job's comment. The comment is the
     user's: a word that is not a valid range is reported and the job stays rigid (it still
@@ -403,9 +427,11 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:
     """What Slurm will honour of a placement, as the model's constraints on the job."""
     if job.state is not JobState.PENDING:
         return job
+    if user_held(raw):
+        raise NotRunnable("held by its owner until they release it")
     dependency = _text(raw, "dependency")
     if dependency not in ("", "(null)") and not dependency_met(dependency, site.job_states):
-        raise Unmodelled(f"waits for a dependency ({_show(dependency)})")
+        raise NotRunnable(f"waits for a dependency ({_show(dependency)})")
     allowed: set[str] | None = None
     parts = [p for p in _text(raw, "partition").split(",") if p in site.partitions]
     if parts:

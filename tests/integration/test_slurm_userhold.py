@@ -1,0 +1,81 @@
+"""A job's owner holds it (``sbatch --hold``, ``scontrol hold``) on the real loopback Slurm in
+hard mode: gpufair starts it only after the owner's own ``scontrol release``, which never lets
+Slurm start it on its own; nobody else can release it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from slurm_cluster import Cluster, start_daemon, stop_daemon, write_config
+from test_slurm_safety import as_user, home, user  # noqa: F401  (fixtures)
+
+from gpufair.plugin.store import Store
+
+MARK = "gpufair:userhold"
+
+
+def _rounds(store_path: Path) -> int:
+    store = Store(store_path)
+    try:
+        return int(store.db.execute("SELECT count(*) FROM rounds").fetchone()[0])
+    finally:
+        store.close()
+
+
+def test_gpufair_starts_an_owner_held_job_only_after_its_owner_releases_it(
+        cluster: Cluster, user, home, tmp_path: Path):  # noqa: F811
+    def submit(*args: str) -> str:
+        out = as_user(cluster, user, "sbatch", "--parsable", "-p", "gpu", "--gres=gpu:1",
+                      "-o", str(home / "o.%j"), *args, "--wrap", "sleep 600")
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip().split(";")[0]
+
+    held = submit("--hold", "--comment", "waits for data")
+    later = submit()                       # held by its owner once it waits, below
+    free = submit()
+    assert as_user(cluster, user, "scontrol", "hold", later).returncode == 0
+    # the owner's new comment keeps the hold (only their release takes it out)
+    assert as_user(cluster, user, "scontrol", "update", f"JobId={later}",
+                   "Comment=new words").returncode == 0
+    jobs = cluster.jobs()
+    assert jobs[held]["comment"] == f"waits for data {MARK}"
+    assert jobs[later]["comment"] == f"new words {MARK}" and MARK not in jobs[free]["comment"]
+    # somebody else cannot lift the owner's hold
+    refused = cluster.run("runuser", "-u", "nobody", "--", "scontrol", "release", held,
+                          check=False)
+    assert refused.returncode != 0 and MARK in cluster.jobs()[held]["comment"]
+
+    store_path = tmp_path / "state.db"
+    config = write_config(tmp_path / "g.toml", cluster, store_path, policy="fifo")
+    daemon = start_daemon(cluster, config, tmp_path / "daemon.log")
+    try:
+        cluster.wait_for("the free job RUNNING",
+                         lambda: cluster.jobs()[free]["job_state"] == "RUNNING", 60)
+        seen = _rounds(store_path)
+        cluster.wait_for("three more rounds", lambda: _rounds(store_path) >= seen + 3, 60)
+        jobs = cluster.jobs()
+        assert [(jobs[j]["job_state"], jobs[j]["priority"]) for j in (held, later)] == \
+            [("PENDING", 0), ("PENDING", 0)]
+    finally:
+        stop_daemon(daemon)
+
+    # the owner releases one job while no daemon runs: it stays held, for gpufair to start
+    released = as_user(cluster, user, "scontrol", "release", held)
+    assert released.returncode == 0, released.stderr
+    time.sleep(3)   # Slurm's scheduler passes: it must not start the job by itself
+    job = cluster.jobs()[held]
+    assert (job["job_state"], job["priority"], job["comment"]) == \
+        ("PENDING", 0, "waits for data"), job
+    daemon = start_daemon(cluster, config, tmp_path / "daemon.log")
+    try:
+        cluster.wait_for("the released job RUNNING",
+                         lambda: cluster.jobs()[held]["job_state"] == "RUNNING", 60)
+        seen = _rounds(store_path)
+        cluster.wait_for("two more rounds", lambda: _rounds(store_path) >= seen + 2, 60)
+        assert cluster.jobs()[later]["job_state"] == "PENDING"   # still its owner's
+    finally:
+        stop_daemon(daemon)
+    starts = {e.action.job_id: e.status for e in Store(store_path).journal()
+              if type(e.action).__name__ == "Start"}
+    assert starts == {free: "done", held: "done"}

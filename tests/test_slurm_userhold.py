@@ -1,0 +1,102 @@
+"""The owner's own hold of a managed job (``sbatch --hold``, ``scontrol hold``) is honoured.
+
+job_submit.lua keeps such a hold as the word ``gpufair:userhold`` in the job's comment (the
+loopback test, tests/integration/test_slurm_userhold.py, checks what Slurm does with it).
+Here: hand-written ``squeue --json`` records, and what the adapter makes of them — a held job
+is neither started nor counted as waiting demand, in the daemon's snapshot and the dry run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpufair.adapters.slurm import SlurmAdapter, SlurmSettings
+from gpufair.adapters.slurm.translate import translate
+from gpufair.adapters.slurm.transport import FileTransport
+from gpufair.cli.main import main
+from gpufair.model import JobState
+
+SINFO = json.loads((Path(__file__).parent / "data" / "slurm" / "sinfo.json").read_text())
+for _node in SINFO["nodes"]:   # an idle cluster: only the jobs written here use GPUs
+    _node.update(state="idle", gres_used="")
+NOW = 1795305600.0
+
+
+def _job(job_id: int, *, state: str = "PENDING", comment: str = "",
+         admin: str = "gpufair:managed", **extra: Any) -> dict[str, Any]:
+    """A 22.05 squeue record as the lua leaves a managed job: held (priority 0)."""
+    record = {"job_id": job_id, "job_state": state, "partition": "gpu", "user_name": "ann",
+              "account": "lab", "user_id": 1000, "group_id": 1000,
+              "tres_per_node": "gres:gpu:1", "node_count": 1, "submit_time": 1795305000 + job_id,
+              "priority": 0, "state_reason": "JobHeldUser", "comment": comment,
+              "admin_comment": admin, "nodes": "", "gres_detail": []}
+    record.update(extra)
+    return record
+
+
+def _jobs(*records: dict[str, Any]) -> dict[str, Any]:
+    return {"jobs": list(records)}
+
+
+def _ids(view_or_state: Any) -> set[str]:
+    return {j.id for j in view_or_state.jobs}
+
+
+def test_a_job_its_owner_holds_is_no_demand_and_no_problem():
+    docs = _jobs(_job(1, comment="gpufair:userhold"),
+                 _job(2),                                       # gpufair's own hold
+                 _job(3, comment="wait for data gpufair:userhold"),
+                 _job(4, comment="gpufair:userholding not-gpufair:userhold"))
+    view = translate(docs, SINFO, now=NOW, managed_partitions=["gpu"])
+    assert _ids(view.state) == {"2", "4"}
+    assert {j.id: why for j, why in view.waiting} == {
+        "1": "held by its owner until they release it",
+        "3": "held by its owner until they release it"}
+    assert view.problems == ()
+    assert set(view.jobs) == {"2", "4"}
+
+
+def test_the_word_counts_only_in_a_job_the_lua_marked_and_only_while_it_waits():
+    docs = _jobs(
+        # not managed (submitted before the lua, or another partition's rules): Slurm's
+        # own hold applies to it, gpufair's snapshot leaves it to Slurm anyway
+        _job(1, comment="gpufair:userhold", admin=""),
+        # the word in the admin comment is not the owner's hold
+        _job(2, admin="gpufair:managed gpufair:userhold"),
+        # an operator started it despite the hold: it runs and holds GPUs, like any job
+        _job(3, state="RUNNING", comment="gpufair:userhold", priority=1000, state_reason="None",
+             nodes="gpu-k80-2", gres_detail=["gpu:k80:1(IDX:2)"], start_time=1795305500))
+    view = translate(docs, SINFO, now=NOW, managed_partitions=["gpu"])
+    assert _ids(view.state) == {"1", "2", "3"} and view.waiting == ()
+    running = next(j for j in view.state.jobs if j.id == "3")
+    assert running.state is JobState.RUNNING and running.gpus_held == ("gpu-k80-2:2",)
+
+
+def test_the_daemon_snapshot_in_hard_mode_offers_only_what_gpufair_may_start():
+    docs = _jobs(_job(1, comment="gpufair:userhold"), _job(2),
+                 _job(3, comment="gpufair:userhold", dependency="afterok:2"))
+    adapter = SlurmAdapter(FileTransport(docs, SINFO), SlurmSettings(), mode="hard",
+                           clock=lambda: NOW)
+    assert _ids(adapter.snapshot()) == {"2"}
+    # the owner released job 1: the lua took the word out, the job is still held (priority
+    # 0): now it is gpufair's to start like any other
+    docs["jobs"][0]["comment"] = " "
+    assert _ids(adapter.snapshot()) == {"1", "2"}
+
+
+def test_the_dry_run_shows_the_owner_held_job_waiting_and_starts_the_others(tmp_path, capsys):
+    docs = _jobs(_job(1, comment="gpufair:userhold"), _job(2))
+    (tmp_path / "squeue.json").write_text(json.dumps(docs))
+    (tmp_path / "sinfo.json").write_text(json.dumps(SINFO))
+    (tmp_path / "g.toml").write_text('[daemon]\nmode = "hard"\n\n[slurm]\n'
+                                     'managed_partitions = ["gpu"]\n')
+    assert main(["dry-run", "--squeue", str(tmp_path / "squeue.json"), "--sinfo",
+                 str(tmp_path / "sinfo.json"), "--config", str(tmp_path / "g.toml"),
+                 "--policy", "fifo", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {r["job_id"]: r for r in data["jobs"]}
+    assert rows["1"]["decision"] == "waits"
+    assert rows["1"]["why"] == "held by its owner until they release it"
+    assert [(a["kind"], a["job_id"]) for a in data["actions"]] == [("Start", "2")]
