@@ -100,3 +100,47 @@ def test_the_dry_run_shows_the_owner_held_job_waiting_and_starts_the_others(tmp_
     assert rows["1"]["decision"] == "waits"
     assert rows["1"]["why"] == "held by its owner until they release it"
     assert [(a["kind"], a["job_id"]) for a in data["actions"]] == [("Start", "2")]
+
+
+def test_release_held_picks_only_what_waits_for_gpufair():
+    """The uninstall's ``gpufair release-held``: every job the lua held and nothing else —
+    not the owner's own hold, not a hold outside gpufair's partitions, not a running job,
+    not a record it cannot read (expected ids written out by hand)."""
+    from gpufair.adapters.slurm.translate import held_by_gpufair
+    doc = _jobs(
+        _job(1),                                                 # held by the lua: release
+        _job(2, comment="gpufair:userhold"),                     # its owner's hold: keep
+        _job(3, comment="needs data gpufair:userhold tomorrow"),  # owner's, amid words: keep
+        _job(4, comment="gpufair:userholds"),                    # not the word: release
+        _job(5, admin=""),                                       # not gpufair's: keep
+        _job(6, state="RUNNING", priority=1, state_reason="None"),   # runs: nothing to do
+        _job(7, priority=0, state_reason="Dependency"),          # lua-held, waits on a parent
+        _job(8, state_reason="JobHeldAdmin", priority=0),        # held again by gpufair
+        _job(9, priority=100, state_reason="Priority"),          # released, waits: nothing
+        _job(10, comment=7),                                     # unreadable: left alone
+        {"job_id": "11", "job_state": "PENDING"},                # no mark, odd id: left
+    )
+    assert held_by_gpufair(doc) == ["1", "4", "7", "8"]
+    assert held_by_gpufair({"jobs": "nonsense"}) == []
+    assert held_by_gpufair({}) == []
+
+
+def test_release_held_command_releases_each_through_scontrol(monkeypatch, capsys):
+    from gpufair.adapters.slurm.transport import CommandResult
+    calls = []
+
+    class Recording(FileTransport):
+        def control(self, verb, job_id, fields=None):
+            calls.append((verb, job_id))
+            return CommandResult(job_id != "4", "Invalid job id specified")
+
+    transport = Recording(_jobs(_job(1), _job(2, comment="gpufair:userhold"), _job(4)), SINFO)
+    monkeypatch.setattr(SlurmAdapter, "from_settings",
+                        classmethod(lambda cls, settings, mode="hard": cls(
+                            transport, SlurmSettings(), mode=mode)))
+    assert main(["release-held", "--list"]) == 0
+    assert capsys.readouterr().out.split() == ["1", "4"] and calls == []
+    assert main(["release-held"]) == 1                       # one release failed: status 1
+    assert calls == [("release", "1"), ("release", "4")]
+    out = capsys.readouterr().out
+    assert "released  job 1" in out and "FAILED    job 4: Invalid job id" in out

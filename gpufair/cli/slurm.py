@@ -1,4 +1,5 @@
-"""The Slurm commands: ``serve`` (the daemon), ``hook`` (prolog/epilog), ``snapshot``.
+"""The Slurm commands: ``serve`` (the daemon), ``hook`` (prolog/epilog), ``snapshot``,
+``release-held`` (the uninstall's release).
 
 This module is where the Slurm adapter is chosen (YARN's in :mod:`gpufair.cli.yarn`, when
 ``--yarn`` or ``[daemon] adapter = "yarn"`` asks for it); the daemon behind it knows only the
@@ -38,6 +39,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         " HA pair; [yarn] gives the rest)")
     snap.add_argument("--config", help="gpufair.toml ([slurm] transport, partitions; mode)")
     snap.set_defaults(func=run_snapshot)
+    release = sub.add_parser("release-held", help="release the jobs that wait only for gpufair"
+                             " (hard mode's hold), not their owners' holds: for an uninstall,"
+                             " once the daemon is stopped")
+    release.add_argument("--config", help="gpufair.toml ([slurm] transport)")
+    release.add_argument("--list", action="store_true",
+                         help="print their ids, one per line; release nothing")
+    release.set_defaults(func=run_release_held)
 
 
 def run_hook(args: argparse.Namespace) -> int:
@@ -57,6 +65,28 @@ def run_serve(args: argparse.Namespace) -> int:
         adapter = SlurmAdapter.from_settings(config.slurm, mode=config.daemon.mode)
     return serve(config, adapter, dry_run=args.dry_run, policy=args.policy,
                  max_rounds=args.rounds, verbose=args.verbose)
+
+
+def run_release_held(args: argparse.Namespace) -> int:
+    from gpufair.adapters.slurm import SlurmAdapter, SlurmUnavailable
+    from gpufair.adapters.slurm.translate import held_by_gpufair
+    from gpufair.core.config import load_config
+    adapter = SlurmAdapter.from_settings(load_config(args.config).slurm, mode="hard")
+    try:
+        ids = held_by_gpufair(adapter.read_documents()[0])
+    except SlurmUnavailable as exc:
+        print(f"gpufair: error: Slurm unavailable: {exc}", file=sys.stderr)
+        return 1
+    failed = 0
+    for job_id in ids:
+        if args.list:
+            print(job_id)
+            continue
+        result = adapter.transport.control("release", job_id)
+        print(f"{'released' if result.ok else 'FAILED':9} job {job_id}"
+              + ("" if result.ok else f": {result.detail}"))
+        failed += not result.ok
+    return 1 if failed else 0
 
 
 def run_snapshot(args: argparse.Namespace) -> int:

@@ -338,6 +338,12 @@ def test_deploy_md_verbatim_with_a_non_root_slurm_user(admin: Admin) -> None:
     assert set(first + waiting + long + [after]) <= store_jobs
 
     # ---- Uninstall: slurm.conf first (prose), then the block --------------------------------
+    # every GPU busy for a while, so gpufair keeps one job held; another is held by its owner
+    blockers = [_sbatch(cluster, f"blocker{i}", 16) for i in range(4)]
+    cluster.wait_for("the blockers to run", lambda: all(
+        cluster.jobs()[i]["job_state"] == "RUNNING" for i in blockers), 30)
+    queued = _sbatch(cluster, "queued-at-uninstall", 2)
+    owners = _sbatch(cluster, "owner-held", 2, "--hold")
     conf = Path(cluster.env["SLURM_CONF"])
     conf.write_text("".join(line for line in conf.read_text().splitlines(keepends=True)
                             if not re.match(r"(Prolog|Epilog|PrologSlurmctld|EpilogSlurmctld|"
@@ -347,16 +353,20 @@ def test_deploy_md_verbatim_with_a_non_root_slurm_user(admin: Admin) -> None:
     subprocess.run(["slurmctld", "-f", str(conf)], env=cluster.env, check=True, timeout=30)
     cluster.wait_for("slurmctld to answer", lambda: cluster.run(
         "scontrol", "ping", check=False).returncode == 0, 30)
-    held = _sbatch(cluster, "held-at-uninstall", 2, "--hold")
-    admin.follow("uninstall")
+    jobs = cluster.jobs()
+    assert jobs[queued]["job_state"] == jobs[owners]["job_state"] == "PENDING"
+    out = admin.follow("uninstall")
+    assert f"released  job {queued}" in out and owners not in out, out
     left = [p for p in DEPLOYED if os.path.lexists(p)]
     assert left == [], f"left after the uninstall: {left}"
     assert subprocess.run(["pgrep", "-u", "slurm", "-f", "gpufair serve"],
                           check=False).returncode == 1, "the daemon still runs"
     try:
-        _wait_ended(cluster, [held], 60)
+        _wait_ended(cluster, [*blockers, queued], 90)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{cluster.run('scontrol', 'show', 'job', held).stdout}"
+        raise AssertionError(f"{exc}\n{cluster.run('scontrol', 'show', 'job', queued).stdout}"
                              f"\n--- daemon\n{admin.daemon_log()}") from None
-    assert cluster.jobs()[held]["job_state"] == "COMPLETED"
+    jobs = cluster.jobs()
+    assert {jobs[i]["job_state"] for i in [*blockers, queued]} == {"COMPLETED"}
+    assert jobs[owners]["job_state"] == "PENDING", "the owner's own hold was released"
     assert cluster.drained() == []

@@ -396,6 +396,27 @@ def user_held(raw: Mapping[str, Any]) -> bool:
         USER_HOLD_MARK in _text(raw, "comment").split()
 
 
+def held_by_gpufair(jobs_doc: Any) -> list[str]:
+    """Ids of the waiting jobs that wait only for gpufair: marked by job_submit.lua, held,
+    not held by their owner. What an uninstall must release (hard mode holds every managed
+    job, dependency waiters included); an owner's hold and anyone else's stay. A record that
+    cannot be read is left alone (releasing a job on a guess is not undone)."""
+    ids = []
+    for raw in _records(jobs_doc, "jobs") or []:
+        try:
+            if not isinstance(raw, Mapping) or _text(raw, "job_state") != "PENDING" or \
+                    MANAGED_MARK not in _text(raw, "admin_comment") or user_held(raw):
+                continue
+            priority = raw.get("priority")
+            if _text(raw, "state_reason") in HELD_REASONS or priority == 0:
+                job_id = raw.get("job_id")
+                if isinstance(job_id, int) and not isinstance(job_id, bool) and job_id > 0:
+                    ids.append(str(job_id))
+        except Malformed:
+            continue
+    return ids
+
+
 def _elastic(job: Job, raw: Mapping[str, Any], problems: list[str], where: str) -> Job:
     """min/max GPUs from ``gpufair:gpus=MIN-MAX`` in the job's comment. The comment is the
     user's: a word that is not a valid range is reported and the job stays rigid (it still
