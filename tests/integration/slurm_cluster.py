@@ -106,3 +106,13 @@ def stop_daemon(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def store_rounds(store_path: Path) -> int:
+    """How many rounds the daemon's store holds: the tests' clock of its progress."""
+    from gpufair.plugin.store import Store
+    store = Store(store_path)
+    try:
+        return int(store.db.execute("SELECT count(*) FROM rounds").fetchone()[0])
+    finally:
+        store.close()

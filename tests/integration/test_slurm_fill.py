@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from slurm_cluster import Cluster, start_daemon, stop_daemon, write_config
+from slurm_cluster import Cluster, start_daemon, stop_daemon, store_rounds, write_config
 
 from gpufair.plugin.store import Store
 
@@ -19,7 +19,7 @@ def test_a_submission_onto_idle_gpus_starts_long_before_the_timer_round(cluster:
     daemon = start_daemon(cluster, config, tmp_path / "daemon.log")
     try:
         cluster.wait_for("the daemon's first round",
-                         lambda: store_path.exists() and _rounds(store_path) >= 1, 60)
+                         lambda: store_path.exists() and store_rounds(store_path) >= 1, 60)
         submitted = time.monotonic()
         job = cluster.sbatch("late", tmp_path, gpus_per_node=2, steps=40, step_s=0.5)
         cluster.wait_for(f"job {job} RUNNING",
@@ -33,10 +33,3 @@ def test_a_submission_onto_idle_gpus_starts_long_before_the_timer_round(cluster:
     assert [type(e.action).__name__ for e in starts] == ["Start"]
     assert starts[0].status == "done"
 
-
-def _rounds(store_path: Path) -> int:
-    store = Store(store_path)
-    try:
-        return int(store.db.execute("SELECT count(*) FROM rounds").fetchone()[0])
-    finally:
-        store.close()

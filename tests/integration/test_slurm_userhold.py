@@ -7,20 +7,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from slurm_cluster import Cluster, start_daemon, stop_daemon, write_config
+from slurm_cluster import Cluster, start_daemon, stop_daemon, store_rounds, write_config
 from test_slurm_safety import as_user, home, user  # noqa: F401  (fixtures)
 
 from gpufair.plugin.store import Store
 
 MARK = "gpufair:userhold"
 
-
-def _rounds(store_path: Path) -> int:
-    store = Store(store_path)
-    try:
-        return int(store.db.execute("SELECT count(*) FROM rounds").fetchone()[0])
-    finally:
-        store.close()
 
 
 def test_gpufair_starts_an_owner_held_job_only_after_its_owner_releases_it(
@@ -52,8 +45,8 @@ def test_gpufair_starts_an_owner_held_job_only_after_its_owner_releases_it(
     try:
         cluster.wait_for("the free job RUNNING",
                          lambda: cluster.jobs()[free]["job_state"] == "RUNNING", 60)
-        seen = _rounds(store_path)
-        cluster.wait_for("three more rounds", lambda: _rounds(store_path) >= seen + 3, 60)
+        seen = store_rounds(store_path)
+        cluster.wait_for("three more rounds", lambda: store_rounds(store_path) >= seen + 3, 60)
         jobs = cluster.jobs()
         assert [(jobs[j]["job_state"], jobs[j]["priority"]) for j in (held, later)] == \
             [("PENDING", 0), ("PENDING", 0)]
@@ -71,8 +64,8 @@ def test_gpufair_starts_an_owner_held_job_only_after_its_owner_releases_it(
     try:
         cluster.wait_for("the released job RUNNING",
                          lambda: cluster.jobs()[held]["job_state"] == "RUNNING", 60)
-        seen = _rounds(store_path)
-        cluster.wait_for("two more rounds", lambda: _rounds(store_path) >= seen + 2, 60)
+        seen = store_rounds(store_path)
+        cluster.wait_for("two more rounds", lambda: store_rounds(store_path) >= seen + 2, 60)
         assert cluster.jobs()[later]["job_state"] == "PENDING"   # still its owner's
     finally:
         stop_daemon(daemon)
