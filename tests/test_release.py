@@ -336,3 +336,13 @@ def test_the_unit_is_rated_ok_by_systemd_analyze_security(
                       done.stdout)
     assert level is not None, done.stdout[-500:] + done.stderr
     assert float(level.group(1)) <= 3.0 and level.group(2) == "OK", level.group(0)
+
+
+def test_no_two_test_files_share_a_name() -> None:
+    """pytest imports test files by basename (no packages under tests/): a second
+    tests/integration/test_x.py beside tests/test_x.py stops the whole collection with
+    'import file mismatch' — which a merge did once, caught only by the sdist's run."""
+    names: dict[str, list[str]] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        names.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {n: p for n, p in names.items() if len(p) > 1} == {}
