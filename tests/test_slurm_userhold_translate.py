@@ -103,7 +103,7 @@ def test_the_dry_run_shows_the_owner_held_job_waiting_and_starts_the_others(tmp_
 
 
 def test_release_held_picks_only_what_waits_for_gpufair():
-    """The uninstall's ``gpufair release-held``: every job the lua held and nothing else —
+    """The uninstall's ``gpufair unhold``: every job the lua held and nothing else —
     not the owner's own hold, not a hold outside gpufair's partitions, not a running job,
     not a record it cannot read (expected ids written out by hand)."""
     from gpufair.adapters.slurm.translate import held_by_gpufair
@@ -138,9 +138,9 @@ def test_release_held_command_releases_each_through_scontrol(monkeypatch, capsys
     monkeypatch.setattr(SlurmAdapter, "from_settings",
                         classmethod(lambda cls, settings, mode="hard": cls(
                             transport, SlurmSettings(), mode=mode)))
-    assert main(["release-held", "--list"]) == 0
+    assert main(["unhold", "--list"]) == 0
     assert capsys.readouterr().out.split() == ["1", "4"] and calls == []
-    assert main(["release-held"]) == 1                       # one release failed: status 1
+    assert main(["unhold"]) == 1                       # one release failed: status 1
     assert calls == [("release", "1"), ("release", "4")]
     out = capsys.readouterr().out
     assert "released  job 1" in out and "FAILED    job 4: Invalid job id" in out

@@ -1,5 +1,5 @@
 """The Slurm commands: ``serve`` (the daemon), ``hook`` (prolog/epilog), ``snapshot``,
-``release-held`` (the uninstall's release).
+``unhold`` (the uninstall's release).
 
 This module is where the Slurm adapter is chosen (YARN's in :mod:`gpufair.cli.yarn`, when
 ``--yarn`` or ``[daemon] adapter = "yarn"`` asks for it); the daemon behind it knows only the
@@ -39,13 +39,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         " HA pair; [yarn] gives the rest)")
     snap.add_argument("--config", help="gpufair.toml ([slurm] transport, partitions; mode)")
     snap.set_defaults(func=run_snapshot)
-    release = sub.add_parser("release-held", help="release the jobs that wait only for gpufair"
+    release = sub.add_parser("unhold", help="release the jobs that wait only for gpufair"
                              " (hard mode's hold), not their owners' holds: for an uninstall,"
                              " once the daemon is stopped")
     release.add_argument("--config", help="gpufair.toml ([slurm] transport)")
     release.add_argument("--list", action="store_true",
                          help="print their ids, one per line; release nothing")
-    release.set_defaults(func=run_release_held)
+    release.set_defaults(func=run_unhold)
 
 
 def run_hook(args: argparse.Namespace) -> int:
@@ -67,7 +67,7 @@ def run_serve(args: argparse.Namespace) -> int:
                  max_rounds=args.rounds, verbose=args.verbose)
 
 
-def run_release_held(args: argparse.Namespace) -> int:
+def run_unhold(args: argparse.Namespace) -> int:
     from gpufair.adapters.slurm import SlurmAdapter, SlurmUnavailable
     from gpufair.adapters.slurm.translate import held_by_gpufair
     from gpufair.core.config import load_config

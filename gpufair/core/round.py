@@ -116,6 +116,7 @@ class Round:
         self.enrichers = tuple(enrichers)
         self.policy_s = 0.0
         self.decisions = 0
+        self.skipped = 0     # of those, counted by skip(): the policy did not see them
         self._tell = policy.next_decision if isinstance(policy, BoundaryAware) else None
 
     def run(self, state: ClusterState, *, preemptive: bool = True,
@@ -151,6 +152,7 @@ class Round:
         need to see (``observes_every_event`` False): a simulator's fill-only event with no
         idle GPU."""
         self.decisions += 1
+        self.skipped += 1
 
     def diff(self, state: ClusterState, plan: Plan, preemptive: bool) -> list[Action]:
         if self.rules.mode == "soft":

@@ -69,6 +69,9 @@ class SimulationReport:
     trace_jobs: int = 0
     #: wall seconds of each policy decision (one per round or event the policy saw)
     decision_s: list[float] = field(default_factory=list)
+    #: decisions counted but not made (a fill-only event that can start nothing, for a
+    #: policy that need not see it): ``len(decision_s) == decisions - skipped_decisions``
+    skipped_decisions: int = 0
     #: elastic runs only: resizes carried out
     resizes: int = 0
     elastic: bool = False
@@ -148,7 +151,8 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None,
         policy=name, semantics=semantics.name, metrics=metrics, wall_s=wall,
         policy_s=rounds.policy_s, solver_s=getattr(stats, "solver_s", 0.0),
         solves=getattr(stats, "solves", 0), recomputes=getattr(stats, "recomputes", 0),
-        rounds=sim.rounds, decisions=rounds.decisions, num_gpus=sim.num_gpus,
+        rounds=sim.rounds, decisions=rounds.decisions, skipped_decisions=rounds.skipped,
+        num_gpus=sim.num_gpus,
         busy_gpu_s=sim.busy_gpu_s, dropped=list(sim.dropped),
         trace=str(spec.trace or f"(bundled) {DEMO_TRACE}"), partial=not finished,
         trace_jobs=len(sim.jobs), decision_s=decisions, resizes=sim.resizes(),
