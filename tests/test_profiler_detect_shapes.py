@@ -107,8 +107,13 @@ def test_signatures_treat_every_digit_run_alike_on_real_lines() -> None:
 def _reads_digits(pattern: str) -> bool:
     """Whether a pattern names a digit itself or counts a repetition (``{2}``, ``{1,3}``):
     the two ways a regex can tell digit runs of one form apart. Walks the parsed pattern."""
-    from re import _constants as c
-    from re import _parser
+    try:
+        from re import _constants as c
+        from re import _parser
+    except ImportError:   # Python 3.10 (the minimum-versions pass): the same, under old names
+        import sre_constants as c  # type: ignore[no-redef]
+        import sre_parse as _parser  # type: ignore[no-redef]
+    repeats = {c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT)}
 
     def walk(items) -> bool:
         for op, arg in items:
@@ -122,7 +127,7 @@ def _reads_digits(pattern: str) -> bool:
                             inner[0] <= 57 and inner[1] >= 48):
                         return True
             children: list = []
-            if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            if op in repeats:
                 low, high, body = arg
                 if not (low in (0, 1) and high in (1, c.MAXREPEAT)):
                     return True
