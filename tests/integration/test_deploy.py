@@ -25,7 +25,6 @@ end whatever happens.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pwd
@@ -95,13 +94,12 @@ def _remove_deployment() -> None:
 
 
 def _build_wheel(source: Path, into: Path) -> Path:
-    """pip's isolated build needs setuptools from the index; this interpreter's, when it has
-    one, is quicker (a venv of Python 3.12+, or the sdist's test venv, has none)."""
-    isolation = [] if importlib.util.find_spec("setuptools") is None else \
-        ["--no-build-isolation"]
+    """With pip's build isolation, so the build gets what ``[build-system] requires`` (the
+    interpreter's own setuptools may predate the SPDX ``license`` string: a venv's bundled
+    one does)."""
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                           *isolation, "-w", str(into), str(source)], capture_output=True,
-                          text=True, timeout=300, check=False)
+                           "-w", str(into), str(source)], capture_output=True, text=True,
+                          timeout=300, check=False)
     assert done.returncode == 0, f"building a wheel of {source} failed:\n{done.stderr[-3000:]}"
     return into
 
