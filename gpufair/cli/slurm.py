@@ -82,7 +82,7 @@ def run_unhold(args: argparse.Namespace) -> int:
         if args.list:
             print(job_id)
             continue
-        result = adapter.transport.control("release", job_id)
+        result = adapter.release(job_id)
         print(f"{'released' if result.ok else 'FAILED':9} job {job_id}"
               + ("" if result.ok else f": {result.detail}"))
         failed += not result.ok

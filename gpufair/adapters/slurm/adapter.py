@@ -361,6 +361,9 @@ class SlurmAdapter:
         """Admin operations outside the plan's vocabulary (no model action expresses them)."""
         return self.transport.control("hold", job_id)
 
+    def release(self, job_id: str) -> CommandResult:
+        return self.transport.control("release", job_id)
+
     def cancel(self, job_id: str) -> CommandResult:
         return self.transport.control("cancel", job_id)
 

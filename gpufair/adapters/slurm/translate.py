@@ -392,8 +392,7 @@ def user_held(raw: Mapping[str, Any]) -> bool:
     """Whether a managed job carries its owner's hold (``USER_HOLD_MARK``). Only job_submit.lua
     writes the word into a managed job's comment, and only the owner (or an operator) can
     change that comment; in a job the lua did not mark, the word means nothing."""
-    return MANAGED_MARK in _text(raw, "admin_comment") and \
-        USER_HOLD_MARK in _text(raw, "comment").split()
+    return _managed(raw) and USER_HOLD_MARK in _text(raw, "comment").split()
 
 
 def held_by_gpufair(jobs_doc: Any) -> list[str]:
@@ -404,17 +403,27 @@ def held_by_gpufair(jobs_doc: Any) -> list[str]:
     ids = []
     for raw in _records(jobs_doc, "jobs") or []:
         try:
-            if not isinstance(raw, Mapping) or _text(raw, "job_state") != "PENDING" or \
-                    MANAGED_MARK not in _text(raw, "admin_comment") or user_held(raw):
+            if not isinstance(raw, Mapping) or not _managed(raw) or user_held(raw):
                 continue
-            priority = raw.get("priority")
-            if _text(raw, "state_reason") in HELD_REASONS or priority == 0:
-                job_id = raw.get("job_id")
-                if isinstance(job_id, int) and not isinstance(job_id, bool) and job_id > 0:
-                    ids.append(str(job_id))
+            job_id = raw.get("job_id")
+            if _on_hold(_text(raw, "job_state"), _text(raw, "state_reason"),
+                     _num(raw, "priority", 0.0, float(_MAX_U32))) \
+                    and _text(raw, "job_state") == "PENDING" \
+                    and isinstance(job_id, int) and not isinstance(job_id, bool) and job_id > 0:
+                ids.append(str(job_id))
         except Malformed:
             continue
     return ids
+
+
+def _on_hold(raw_state: str, reason: str, priority: float | None) -> bool:
+    """Held, by gpufair's job_submit.lua or anyone: a hold's reason, or waiting at priority 0."""
+    return reason in HELD_REASONS or (raw_state == "PENDING" and priority == 0)
+
+
+def _managed(raw: Mapping[str, Any]) -> bool:
+    """Marked by job_submit.lua as gpufair's to start (users cannot change the mark)."""
+    return MANAGED_MARK in _text(raw, "admin_comment")
 
 
 def _elastic(job: Job, raw: Mapping[str, Any], problems: list[str], where: str) -> Job:
@@ -727,8 +736,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
     )
     info = SlurmJobInfo(
         job_id=job_id, raw_state=raw_state, partition=partition, reason=reason,
-        held=reason in HELD_REASONS or (raw_state == "PENDING" and priority == 0),
-        managed=MANAGED_MARK in _text(raw, "admin_comment"),
+        held=_on_hold(raw_state, reason, priority), managed=_managed(raw),
         priority=priority, nice=fix_nice(raw.get("nice")),
         gres_field=request_field, gpu_type=asked_type, nodes=nodes,
         node_count=_int(raw, "node_count") or max(1, len(nodes)),
