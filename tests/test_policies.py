@@ -19,6 +19,7 @@ from gpufair.model import (
     Start,
     ThroughputProfile,
 )
+from gpufair.model.records import JOB_FIELDS
 from gpufair.policy.base import Policy, PolicyConfig
 from gpufair.policy.max_min import MaxMinPolicy
 from gpufair.policy.max_sum_throughput import MaxSumThroughputPolicy
@@ -89,7 +90,7 @@ def run_rounds(policy: Policy, jobs, rounds, round_s=120.0, spec=(("v100", 4, 1)
             a = chosen.get(j.id)
             if a:
                 counts[j.id] += 1
-            new_jobs.append(Job(**{**{f: getattr(j, f) for f in j.__slots__},
+            new_jobs.append(Job(**{**{f: getattr(j, f) for f in JOB_FIELDS},
                                    "attained_s": j.attained_s + (round_s if a else 0.0),
                                    "gpus_held": a.gpu_ids if a else (),
                                    "state": JobState.RUNNING if a else JobState.PENDING}))
@@ -145,6 +146,22 @@ def test_placement_keeps_held_gpus_and_consolidates():
     assert out["a"] == ("v100-1:0", "v100-1:1")
     assert out["b"] == ("v100-0:0", "v100-0:1", "v100-0:2", "v100-0:3")
     assert out["c"] == ("v100-1:2", "v100-1:3")
+
+
+def test_placement_never_gives_one_gpu_twice():
+    """Two records claiming one GPU (a stale snapshot: a job still completing beside its
+    successor) must not both keep it: the first in the walk does, the other moves."""
+    state = cluster([], (("v100", 2, 2),))
+    first = job("first", held=("v100-0:0",))
+    second = job("second", held=("v100-0:0",))
+    gang = job("gang", gpus=2, held=("v100-0:0", "v100-1:0"))
+    out = {x.job_id: x.gpu_ids for x in place(state, [(first, "v100"), (second, "v100"),
+                                                      (gang, "v100")])}
+    # largest gangs first: the pair keeps its GPUs, "first" finds its GPU taken too
+    assert out["gang"] == ("v100-0:0", "v100-1:0")
+    assert out["first"] == ("v100-0:1",) and out["second"] == ("v100-1:1",)
+    gpus = [g for ids in out.values() for g in ids]
+    assert len(gpus) == len(set(gpus))
 
 
 def test_plan_actions_diff():

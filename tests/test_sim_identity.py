@@ -21,7 +21,7 @@ import pytest
 
 from gpufair.cli.main import main
 from gpufair.model import ClusterState, Job, JobState, Node, NodeState, Progress
-from gpufair.model.records import JOB_FIELDS, job_from_values
+from gpufair.model.records import JOB_FIELDS, job_from_fields, progress_of
 
 DATA = Path(__file__).parent / "data" / "sim_identity"
 REFERENCE = json.loads((DATA / "reference_220_64.json").read_text())
@@ -49,15 +49,27 @@ def test_simulate_json_matches_the_recorded_reference(case: str, capsys, tmp_pat
     assert json.dumps(got, sort_keys=True) == json.dumps(REFERENCE[case], sort_keys=True)
 
 
-def test_job_from_values_builds_the_same_record_as_the_constructor() -> None:
+def test_job_from_fields_builds_the_same_record_as_the_constructor() -> None:
     job = Job(id="7", gpus=2, state=JobState.RUNNING, arrival_s=3.0, start_s=4.0,
               progress=Progress(5.0, 9.0, 1, 2), gpus_held=("n:0", "n:1"), weight=2.0)
-    copy = job_from_values([getattr(job, name) for name in JOB_FIELDS])
+    values = {name: getattr(job, name) for name in JOB_FIELDS}
+    copy = job_from_fields(values)
     assert copy == job and copy is not job and type(copy) is Job
+    values["gpus"] = 5   # the values are copied, not shared with the record
+    assert copy.gpus == 2
     with pytest.raises(FrozenInstanceError):
         copy.gpus = 3   # type: ignore[misc]
     with pytest.raises(ValueError):
-        job_from_values([job.id])
+        job_from_fields({"id": job.id})
+
+
+def test_progress_of_builds_the_same_record_as_the_constructor() -> None:
+    made = progress_of(5.5, None, 2, 7)
+    assert made == Progress(5.5, None, 2, 7) and type(made) is Progress
+    assert (made.iterations_done, made.iterations_total, made.epochs_done,
+            made.epochs_total) == (5.5, None, 2, 7)
+    with pytest.raises(FrozenInstanceError):
+        made.epochs_done = 3   # type: ignore[misc]
 
 
 def test_cached_node_facts_follow_the_nodes_they_describe() -> None:

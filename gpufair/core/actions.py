@@ -27,7 +27,7 @@ def plan_actions(state: ClusterState, plan: Plan, *, preemptive: bool = True,
     """Preemptions first (they free GPUs), then moves, then starts; each group in plan order."""
     wanted = plan.by_job()
     active = {j.id: j for j in state.active_jobs()}
-    busy = {g for j in active.values() for g in j.gpus_held}
+    busy: set[str] | None = None   # GPUs in use: only a decision that may not preempt asks
     preempts: list[Action] = []
     moves: list[Action] = []
     starts: list[Action] = []
@@ -41,13 +41,17 @@ def plan_actions(state: ClusterState, plan: Plan, *, preemptive: bool = True,
             continue
         gpus = assignment.gpu_ids
         if job.state is JobState.RUNNING and job.gpus_held:
-            if set(gpus) == set(job.gpus_held) or not preemptive:
+            if not preemptive or gpus is job.gpus_held or set(gpus) == set(job.gpus_held):
                 continue
             kind = Migrate if len(gpus) == len(job.gpus_held) else Resize
             moves.append(kind(job.id, gpus, grace_s))
-        elif not preemptive and busy.intersection(gpus):
             continue
-        elif job.state is JobState.SUSPENDED:
+        if not preemptive:
+            if busy is None:
+                busy = {g for j in active.values() for g in j.gpus_held}
+            if busy.intersection(gpus):
+                continue
+        if job.state is JobState.SUSPENDED:
             starts.append(Resume(job.id, gpus))
         else:
             starts.append(Start(job.id, gpus))

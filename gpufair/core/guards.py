@@ -82,13 +82,17 @@ def job_constraints(state: ClusterState, actions: Sequence[Action]
     """A placement the resource manager would refuse or twist (a node outside the job's
     partition or its --nodelist, a --nodes count broken, another GPU type than it asked) is
     never sent: the job waits for a plan that fits, rather than failing or running split."""
-    type_of = {g: n.gpu_type for n in state.nodes for g in n.gpu_ids()}
     jobs = {j.id: j for j in state.jobs}
+    type_of: dict[str, str] | None = None   # built when a job asks something of its placement
     broken = {}
     for action in actions:
         job = jobs.get(action.job_id)
         gpus = getattr(action, "gpu_ids", ())
-        if job is not None and gpus and job.placement_problem(gpus, type_of) is not None:
+        if job is None or not gpus or not job.constrains_placement:
+            continue
+        if type_of is None:
+            type_of = {g: n.gpu_type for n in state.nodes for g in n.gpu_ids()}
+        if job.placement_problem(gpus, type_of) is not None:
             broken[job.id] = frozenset(job.gpus_held)
     return hold_back(state, actions, broken,
                      "the planned placement breaks what the job asked of the resource manager")
@@ -117,15 +121,18 @@ def preemption_cap(share: float) -> Guard:
     wait too."""
     def guard(state: ClusterState, actions: Sequence[Action]
               ) -> tuple[list[Action], list[Deferred]]:
+        takers = [a for a in actions if takes_gpus(a)]
+        if not takers:   # a fill between round boundaries only starts: nothing to count
+            return list(actions), []
         limit = math.floor(share * state.gpu_count() + 1e-9)
-        held = {j.id: frozenset(j.gpus_held) for j in state.jobs}
+        held = {j.id: j.gpus_held for j in state.jobs}
         freed = 0
         over: dict[str, frozenset[str]] = {}
-        for action in actions:
-            if takes_gpus(action) and action.job_id not in over:
+        for action in takers:
+            if action.job_id not in over:
                 size = len(held.get(action.job_id, ()))
                 if freed + size > limit:
-                    over[action.job_id] = held.get(action.job_id, frozenset())
+                    over[action.job_id] = frozenset(held.get(action.job_id, ()))
                 else:
                     freed += size
         return hold_back(state, actions, over,

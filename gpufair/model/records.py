@@ -25,8 +25,10 @@ class JobState(str, Enum):
 
     @property
     def active(self) -> bool:
-        """Still wants GPUs: the set every policy schedules over."""
-        return self in (JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED)
+        """Still wants GPUs: the set every policy schedules over (a module tuple: spelling
+        the members out here looked each up through the enum class on every call, and
+        policies ask for every job at every decision)."""
+        return self in _ACTIVE
 
 
 class NodeState(str, Enum):
@@ -122,7 +124,7 @@ class Progress:
         return max(0.0, self.iterations_total - self.iterations_done)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)   # not slotted: job_from_fields copies a record's fields in one step
 class Job:
     """A training job as the scheduler sees it.
 
@@ -171,7 +173,7 @@ class Job:
     def placement_problem(self, gpu_ids: tuple[str, ...], type_of: Mapping[str, str]
                           ) -> str | None:
         """Why running on ``gpu_ids`` breaks what the job asked for, or None."""
-        if self.allowed_nodes is None and self.nodes is None and self.gpu_types is None:
+        if not self.constrains_placement:
             return None   # asks nothing: the common case, checked for every placed job
         hosts: dict[str, int] = {}
         for gpu in gpu_ids:
@@ -186,6 +188,12 @@ class Job:
         return None
 
     @property
+    def constrains_placement(self) -> bool:
+        """It asks for certain nodes, a node count or GPU types (else any GPUs will do)."""
+        return self.allowed_nodes is not None or self.nodes is not None or \
+            self.gpu_types is not None
+
+    @property
     def elastic(self) -> bool:
         return self.min_gpus is not None and self.max_gpus is not None and \
             self.min_gpus != self.max_gpus
@@ -198,42 +206,56 @@ class Job:
         or if the job may not run there (it asked for other GPU types)."""
         if self.gpu_types is not None and gpu_type not in self.gpu_types:
             return 0.0
-        value = self.throughput.rate(gpu_type, self.gpus if count is None else count)
+        # the profile's table read directly (what ThroughputProfile.rate does): policies ask
+        # every job at every decision
+        value = self.throughput.rates.get((gpu_type, self.gpus if count is None else count))
         return 0.0 if value is None else value
 
 
-#: A tuple, not a set: membership is then an identity check, with no call to Enum.__hash__.
-#: Job's fields in declaration order: the order :func:`job_from_values` takes them in.
+#: Job's fields in declaration order.
 JOB_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Job))
-_JOB_SETTERS = tuple(getattr(Job, name).__set__ for name in JOB_FIELDS)
+_NEW = object.__new__
 
 
-def _unrolled_job_setter() -> Callable[[Sequence[object]], Job]:
-    """One straight-line function that sets every field of a new Job from a sequence: the
-    loop over the field setters it replaces cost as much again (a simulator builds hundreds
-    of thousands of records). Generated from :data:`JOB_FIELDS`, so it follows the class."""
-    names = {f"set_{i}": setter for i, setter in enumerate(_JOB_SETTERS)}
-    body = "".join(f"    set_{i}(job, values[{i}])\n" for i in range(len(_JOB_SETTERS)))
-    source = f"def build(values):\n    job = new(Job)\n{body}    return job\n"
-    scope: dict[str, Any] = {"new": object.__new__, "Job": Job, **names}
+def job_from_fields(values: Mapping[str, object]) -> Job:
+    """A Job with exactly these field values (every field, by name), made without
+    ``__init__``: a simulator rebuilds each running job's record at every event, and the
+    frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field, about thirty) was
+    most of a snapshot's cost; copying the values into the new record's ``__dict__`` is one
+    step. Job has no ``__post_init__``, so the result is the record ``Job(**values)`` makes.
+    """
+    if len(values) != len(JOB_FIELDS):
+        raise ValueError(f"a Job has {len(JOB_FIELDS)} fields, got {len(values)} values")
+    job = _NEW(Job)
+    job.__dict__.update(values)
+    return job
+
+
+def _unrolled_builder(cls: type) -> Callable[[Sequence[object]], Any]:
+    """One straight-line function that sets every field of a new ``cls`` (a slotted
+    dataclass without ``__post_init__``) from a sequence in field order: the frozen
+    dataclass's ``__init__`` (one ``object.__setattr__`` per field) costs twice as much."""
+    setters = [getattr(cls, f.name).__set__ for f in fields(cls)]
+    names = {f"set_{i}": setter for i, setter in enumerate(setters)}
+    body = "".join(f"    set_{i}(obj, values[{i}])\n" for i in range(len(setters)))
+    source = f"def build(values):\n    obj = new(cls)\n{body}    return obj\n"
+    scope: dict[str, Any] = {"new": _NEW, "cls": cls, **names}
     exec(source, scope)   # a fixed source, built from the dataclass's own fields
     return scope["build"]
 
 
-_BUILD_JOB = _unrolled_job_setter()
+_BUILD_PROGRESS = _unrolled_builder(Progress)
 
 
-def job_from_values(values: Sequence[object]) -> Job:
-    """``Job(*values)`` with every field given, in :data:`JOB_FIELDS` order, at a fraction of
-    the cost: a simulator rebuilds each running job's record at every event, and the frozen
-    dataclass's ``__init__`` (one ``object.__setattr__`` per field) was most of that. Job has
-    no ``__post_init__``, so the result is the same record."""
-    if len(values) != len(_JOB_SETTERS):
-        raise ValueError(f"a Job has {len(_JOB_SETTERS)} fields, got {len(values)} values")
-    return _BUILD_JOB(values)
+def progress_of(done: float, total: float | None, epochs_done: int,
+                epochs_total: int | None) -> Progress:
+    """``Progress(done, total, epochs_done, epochs_total)`` at half the cost (a simulator
+    makes one per running job per event)."""
+    return _BUILD_PROGRESS((done, total, epochs_done, epochs_total))
 
 
-_ACTIVE = tuple(s for s in JobState if s.active)
+#: A tuple, not a set: membership is then an identity check, with no call to Enum.__hash__.
+_ACTIVE = (JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED)
 #: (jobs tuple, its active jobs) of the last call: the tuple is kept alive with it, so its
 #: identity cannot be reused by another while cached; jobs are immutable, so is the answer
 _LAST_ACTIVE: tuple[tuple[Job, ...] | None, tuple[Job, ...]] = (None, ())

@@ -8,7 +8,8 @@ one server that holds the whole gang.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from functools import lru_cache
 
 from gpufair.model import Assignment, ClusterState, Job
 
@@ -63,69 +64,114 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     """GPU ids for each picked (job, type); largest gangs first, as the artifacts do.
 
     Nodes only fill up during one call, so each type keeps a cursor past its full nodes:
-    placement stays near-linear on clusters of thousands of nodes.
+    placement stays near-linear on clusters of thousands of nodes. A simulator calls this at
+    every event with most picks keeping their GPUs, so what is taken is a set and a count
+    per node, and a node's free GPUs are listed only when a new gang lands on it (copying
+    every node's GPU list per call was most of a call on a 256-node cluster).
     """
     layout = state.layout()
-    free = {name: list(gpus) for name, gpus in layout.gpus_of.items()}
-    nodes_of, named, biggest = layout.nodes_of, layout.node_sets, layout.biggest
-    node_at = layout.node_of_gpu
+    gpus_of, nodes_of, named = layout.gpus_of, layout.nodes_of, layout.node_sets
+    biggest, node_at, type_of = layout.biggest, layout.node_of_gpu, layout.type_of
+    taken: set[str] = set()
+    used: dict[str, int] = {}   # node -> GPUs taken on it so far
+    free = _FreeGpus(gpus_of, taken, used)
     cursor = dict.fromkeys(nodes_of, 0)
     order = sorted(picks, key=lambda p: -p[0].gpus)
     chosen: dict[str, tuple[str, ...]] = {}
-    type_of = layout.type_of
-    for job, gpu_type in order:
+    newcomers = []
+    for pick in order:
+        job, gpu_type = pick
         held = job.gpus_held
-        if len(held) == job.gpus and _still_free(held, free, named.get(gpu_type, ()), node_at) \
+        if len(held) == job.gpus and _still_free(held, taken, named.get(gpu_type, ()), node_at) \
                 and job.placement_problem(held, type_of) is None:
             chosen[job.id] = held
-            for g in held:
-                free[node_at[g]].remove(g)
-    for job, gpu_type in order:
-        if job.id in chosen:
-            continue
+            free.take(held, node_at)
+        else:
+            newcomers.append(pick)
+    for job, gpu_type in newcomers:
         if job.allowed_nodes is not None or job.nodes is not None:
             gpus = constrained_layout(job, nodes_of.get(gpu_type, ()), free)
             if gpus:
-                for g in gpus:
-                    free[node_at[g]].remove(g)
+                free.take(gpus, node_at)
                 chosen[job.id] = gpus
             continue
         names = nodes_of.get(gpu_type, ())
-        while cursor[gpu_type] < len(names) and not free[names[cursor[gpu_type]]]:
-            cursor[gpu_type] += 1
-        rest = names[cursor[gpu_type]:]
+        at = cursor[gpu_type]
+        while at < len(names) and not free.count(names[at]):
+            at += 1
+        cursor[gpu_type] = at
+        rest = names[at:]
         if job.gpus <= 1:   # the cursor stops at the first node with a free GPU
             whole = rest[0] if rest else None
         elif job.gpus > biggest.get(gpu_type, 0):
             whole = None
         else:
-            whole = next((n for n in rest if len(free[n]) >= job.gpus), None)
+            whole = next((n for n in rest if free.count(n) >= job.gpus), None)
         gpus: list[str] = []
         for name in [whole] if whole is not None else rest:
-            take = free[name][: job.gpus - len(gpus)]
-            gpus.extend(take)
+            gpus.extend(free[name][: job.gpus - len(gpus)])
             if len(gpus) == job.gpus:
                 break
         if len(gpus) < job.gpus:
             continue  # the walk over-committed a type: skip rather than under-provision a gang
-        for g in gpus:
-            free[node_at[g]].remove(g)
+        free.take(gpus, node_at)
         chosen[job.id] = tuple(gpus)
-    return tuple(Assignment(job.id, chosen[job.id]) for job, _ in picks if job.id in chosen)
+    return tuple(_assignment(job.id, chosen[job.id]) for job, _ in picks if job.id in chosen)
 
 
-def _still_free(held: Sequence[str], free: dict[str, list[str]], nodes: Collection[str],
+@lru_cache(maxsize=1 << 14)
+def _assignment(job_id: str, gpu_ids: tuple[str, ...]) -> Assignment:
+    """Assignments are immutable values, and most recur decision after decision (a running
+    job kept on its GPUs): built once each, a large share of a simulated event's cost less."""
+    return Assignment(job_id, gpu_ids)
+
+
+class _FreeGpus(Mapping[str, list[str]]):
+    """Node → its GPUs not yet taken in this placement, in the node's own order (what
+    :func:`constrained_layout` reads), over the shared ``taken`` set and ``used`` counts."""
+
+    def __init__(self, gpus_of: Mapping[str, tuple[str, ...]], taken: set[str],
+                 used: dict[str, int]) -> None:
+        self._gpus_of, self._taken, self._used = gpus_of, taken, used
+
+    def __getitem__(self, node: str) -> list[str]:
+        gpus = self._gpus_of[node]
+        if not self._used.get(node):
+            return list(gpus)
+        return [g for g in gpus if g not in self._taken]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._gpus_of)
+
+    def __len__(self) -> int:
+        return len(self._gpus_of)
+
+    def count(self, node: str) -> int:
+        """How many GPUs of ``node`` are still free (without listing them)."""
+        return len(self._gpus_of[node]) - self._used.get(node, 0)
+
+    def take(self, gpus: Iterable[str], node_at: Mapping[str, str]) -> None:
+        taken, used = self._taken, self._used
+        for g in gpus:
+            if g not in taken:
+                taken.add(g)
+                node = node_at[g]
+                used[node] = used.get(node, 0) + 1
+
+
+def _still_free(held: Sequence[str], taken: Collection[str], nodes: Collection[str],
                 node_at: Mapping[str, str]) -> bool:
-    """Every GPU the job holds is still free, on a node of the type it was picked for."""
+    """Every GPU the job holds is usable and not yet taken, on a node of the type it was
+    picked for."""
     for g in held:
         node = node_at.get(g)
-        if node is None or node not in nodes or g not in free[node]:
+        if node is None or node not in nodes or g in taken:
             return False
     return True
 
 
-def constrained_layout(job: Job, names: Sequence[str], free: dict[str, list[str]]
-                 ) -> tuple[str, ...]:
+def constrained_layout(job: Job, names: Sequence[str], free: Mapping[str, list[str]]
+                       ) -> tuple[str, ...]:
     """A layout on the job's allowed nodes, on exactly ``job.nodes`` of them with equal GPUs
     when it asks so (fullest-fitting nodes first, to keep large holes); () if none fits."""
     allowed = names if job.allowed_nodes is None else \

@@ -84,33 +84,35 @@ class TimeFractionPolicy(PolicyBase, ABC):
                 type_of: Mapping[str, str]) -> None:
         """Charge each job the service it received since the last call (τ_j, W)."""
         changed = False
-        seen = self._seen_record
+        seen, taus, attained, batches = self._seen_record, self._tau, self._seen_attained, \
+            self._seen_batch
+        weight_sum, half = self._weight_sum, self._half_round
         for job in state.jobs:
-            if seen.get(job.id) is job:   # the very record absorbed last time: nothing new
+            jid = job.id
+            if seen.get(jid) is job:   # the very record absorbed last time: nothing new
                 continue
-            seen[job.id] = job
-            if job.id not in self._tau:
+            seen[jid] = job
+            tau = taus.get(jid)
+            if tau is None:
                 if not job.state.active:
                     continue
-                self._tau[job.id] = dict.fromkeys(types, self._half_round)
-                self._deficit[job.id] = dict.fromkeys(types, 0.0)
-                self._seen_attained[job.id] = job.attained_s
-                self._seen_batch[job.id] = job.batch_size
+                taus[jid] = dict.fromkeys(types, half)
+                self._deficit[jid] = dict.fromkeys(types, 0.0)
+                attained[jid] = job.attained_s
+                batches[jid] = job.batch_size
                 changed = True
                 continue
-            delta = job.attained_s - self._seen_attained[job.id]
-            self._seen_attained[job.id] = job.attained_s
-            ran_on = type_of.get(job.gpus_held[0]) if job.gpus_held else \
-                self._ran_on.get(job.id)
+            delta = job.attained_s - attained[jid]
+            attained[jid] = job.attained_s
+            ran_on = type_of.get(job.gpus_held[0]) if job.gpus_held else self._ran_on.get(jid)
             if delta and ran_on is not None:
-                self._tau[job.id][ran_on] = self._tau[job.id].get(ran_on, self._half_round) \
-                    + delta
-                self._weight_sum[ran_on] = self._weight_sum.get(ran_on, 0.0) + delta
+                tau[ran_on] = tau.get(ran_on, half) + delta
+                weight_sum[ran_on] = weight_sum.get(ran_on, 0.0) + delta
             if not job.state.active:
-                self._forget(job.id)
+                self._forget(jid)
                 changed = True
-            elif job.batch_size != self._seen_batch[job.id]:
-                self._seen_batch[job.id] = job.batch_size
+            elif job.batch_size != batches[jid]:
+                batches[jid] = job.batch_size
                 changed = True
         self._dirty |= changed
 

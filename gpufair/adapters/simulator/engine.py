@@ -36,26 +36,14 @@ from gpufair.model import (
     Migrate,
     Node,
     Preempt,
-    Progress,
     Resize,
     Resume,
     SetPriority,
     Start,
 )
-from gpufair.model.records import JOB_FIELDS, job_from_values
+from gpufair.model.records import job_from_fields, progress_of
 
 log = logging.getLogger("gpufair.simulator")
-# where _make_record writes the fields of a record that change during a job's life
-(_STATE, _START, _FINISH, _PROGRESS, _THROUGHPUT, _BATCH, _ATTAINED, _RESTARTS,
- _HELD) = (JOB_FIELDS.index(name) for name in (
-     "state", "start_s", "finish_s", "progress", "throughput", "batch_size", "attained_s",
-     "restarts", "gpus_held"))
-
-
-def astuple_shallow(job: Job) -> tuple[object, ...]:
-    """The record's field values in :data:`JOB_FIELDS` order, not copied (unlike
-    ``dataclasses.astuple``, which deep-copies them)."""
-    return tuple(getattr(job, name) for name in JOB_FIELDS)
 _STALL_ROUNDS = 1000
 _EPS = 1e-9
 #: Round lengths a simulation accepts: below a second the round mechanism measures nothing
@@ -317,23 +305,23 @@ class TraceSimulator:
         if job.record_values is None:
             job.record_values = self._record_template(job)
         values = job.record_values
-        values[_STATE] = state
-        values[_START] = job.start_s
-        values[_FINISH] = job.finish_s
-        values[_PROGRESS] = Progress(job.run, job.total, epochs_done, job.epochs)
-        values[_THROUGHPUT] = job.profile
-        values[_BATCH] = job.batch
-        values[_ATTAINED] = job.attained_s
-        values[_RESTARTS] = job.restarts
-        values[_HELD] = job.held
-        return job_from_values(values)
+        values["state"] = state
+        values["start_s"] = job.start_s
+        values["finish_s"] = job.finish_s
+        values["progress"] = progress_of(job.run, job.total, epochs_done, job.epochs)
+        values["throughput"] = job.profile
+        values["batch_size"] = job.batch
+        values["attained_s"] = job.attained_s
+        values["restarts"] = job.restarts
+        values["gpus_held"] = job.held
+        return job_from_fields(values)
 
     @staticmethod
-    def _record_template(job: SimJob) -> list[object]:
-        """The job's record as a list of field values, with the fields it keeps for its whole
+    def _record_template(job: SimJob) -> dict[str, object]:
+        """The job's record as its field values, with the fields it keeps for its whole
         life filled in once: running jobs get a new record at every event, and looking
         these up again was much of its cost. :meth:`_make_record` sets the others."""
-        return list(astuple_shallow(Job(
+        return dict(vars(Job(
             id=job.id, gpus=job.sf, min_gpus=job.min_gpus, max_gpus=job.max_gpus,
             arrival_s=job.arrival_s, model=job.model,
             initial_batch_size=job.b0, adaptation=job.mode,

@@ -50,7 +50,7 @@ class SimJob:
     record_key: tuple | None = None
     record: Job | None = None
     # the record's field values, the fixed ones filled in once (TraceSimulator._make_record)
-    record_values: list[object] | None = None
+    record_values: dict[str, object] | None = None
     # (held, profile, rate): the rate on the GPUs held, kept while both are the same objects
     held_rate: tuple[tuple[str, ...], ThroughputProfile, float] | None = None
     # elastic (``--elastic``): may run on 1..top GPUs (the scale factor, or ``--elastic-max``

@@ -68,7 +68,10 @@ def samples_per_epoch(model: str) -> int | None:
     return SAMPLES_PER_EPOCH.get(model)
 
 
+@lru_cache(maxsize=4096)
 def iterations_per_epoch(model: str, batch_size: int) -> int:
+    """Cached: a simulator asks for every running job at every event, over a handful of
+    (model, batch size) pairs."""
     return math.ceil(SAMPLES_PER_EPOCH[model] / batch_size)
 
 
