@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -170,6 +172,34 @@ def run_to_end(sim: TraceSimulator, rounds: Round,
     finished: the loop stops after the step in progress, so the simulator's state is a
     consistent point of the run. ``decision_times`` receives each decision's wall seconds.
     """
+    with fewer_collections():
+        return _run(sim, rounds, after_decision, deadline, decision_times)
+
+
+#: Young-generation threshold of the garbage collector while a simulation runs
+SIMULATION_GC_THRESHOLD = 20_000
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Raise the collector's young-generation threshold for the duration (restored after).
+
+    A decision builds hundreds of short-lived containers (records, keys, allocation rows)
+    that reference counting frees; at Python's default of 700 they still trigger a young
+    collection at almost every decision and, through promotions, full collections of the
+    whole heap — about 8 % of a 900-job LP-baseline simulation. Nothing else changes: every
+    object is freed as before, and cyclic garbage is collected a little later.
+    """
+    young, *older = gc.get_threshold()
+    gc.set_threshold(max(young, SIMULATION_GC_THRESHOLD), *older)
+    try:
+        yield
+    finally:
+        gc.set_threshold(young, *older)
+
+
+def _run(sim: TraceSimulator, rounds: Round, after_decision: Callable[[], object] | None,
+         deadline: float | None, decision_times: list[float] | None) -> bool:
     skips = not getattr(rounds.policy, "observes_every_event", True)
     while not sim.finished:
         if deadline is not None and time.perf_counter() >= deadline:
