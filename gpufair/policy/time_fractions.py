@@ -14,8 +14,9 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any, ClassVar
+
+import numpy as np
 
 from gpufair.model import ClusterState, Job, Plan
 from gpufair.policy.base import PolicyBase, PolicyConfig
@@ -170,6 +171,52 @@ class TimeFractionPolicy(PolicyBase, ABC):
     def _clipped(alloc: Allocation, jobs: Sequence[Job]) -> list[dict[str, float]]:
         return [{t: min(1.0, max(0.0, x)) for t, x in alloc.get(j.id, {}).items()} for j in jobs]
 
+    def _walk(self, jobs: Sequence[Job], capacity: Mapping[str, int], newcomers_run: bool
+              ) -> tuple[list[tuple[Job, str]], dict[str, float]]:
+        """Per GPU type, the jobs by priority — A / (received share of the type) = a / (τ / W),
+        0 without a share or a rate; ties by the deficit, then by a — each taking its gang
+        while the type has room. Returns the picks and each job's priority on the first type.
+
+        Written over arrays (every active job at every decision): the same IEEE operations
+        as the scalar formula, and a stable sort on the negated keys orders ties as the
+        descending stable sort it replaces, so the walk is the same to the bit.
+        """
+        alloc, deficit, tau = self._alloc, self._deficit, self._tau
+        ids = [job.id for job in jobs]
+        gangs = [job.gpus for job in jobs]
+        smallest = min(gangs, default=0)
+        shares = [alloc.get(jid) for jid in ids]
+        taken: set[str] = set()
+        picks: list[tuple[Job, str]] = []
+        priorities: dict[str, float] | None = None
+        for gpu_type in capacity:
+            free = capacity[gpu_type]
+            weight_sum = self._weight_sum.get(gpu_type, 0.0)
+            a = np.array([0.0 if share is None else share.get(gpu_type, 0.0)
+                          for share in shares], dtype=float)
+            rate = np.array([job.rate(gpu_type) for job in jobs], dtype=float)
+            none = (a <= 0) | (rate <= 0)
+            if weight_sum == 0:
+                p = np.where(none, 0.0, a * 1e9)
+            else:   # τ of the type exists wherever a > 0 (set when the allocation was made)
+                received = np.array([tau[jid].get(gpu_type, 1.0) for jid in ids], dtype=float)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    p = np.where(none, 0.0, a / (received / weight_sum))
+            if priorities is None:
+                priorities = dict(zip(ids, p.tolist(), strict=True))
+            d = np.array([deficit[jid].get(gpu_type, 0.0) for jid in ids], dtype=float)
+            runs = (~(rate <= 0)).tolist()   # as `rate <= 0` skipped a job before
+            for k in np.lexsort((-a, -d, -p)).tolist():
+                if free < smallest:
+                    break   # no gang fits any more
+                if not runs[k] or ids[k] in taken or gangs[k] > free:
+                    continue
+                free -= gangs[k]
+                taken.add(ids[k])
+                if newcomers_run or ids[k] in alloc:
+                    picks.append((jobs[k], gpu_type))
+        return picks, priorities or {}
+
     # -- one round --------------------------------------------------------------------------
     def schedule(self, state: ClusterState, now: float) -> Plan:
         capacity = capacity_by_type(state)
@@ -178,40 +225,11 @@ class TimeFractionPolicy(PolicyBase, ABC):
         self._absorb(state, types, type_of)
         jobs = state.active_jobs()
         self._maybe_recompute(jobs, capacity, now)
-        taken: set[str] = set()
-        picks: list[tuple[Job, str]] = []
-        priorities: dict[str, float] = {}
         # a job that arrived since the last allocation: under the artifacts' throttle it holds
         # GPUs in the walk but does not run (their rule); under the policy's own replan
         # interval it runs on what the allocated jobs leave (its priority is 0: it comes last)
         newcomers_run = not self.config.recompute_interval_s
-        for gpu_type in types:
-            free = capacity[gpu_type]
-            weight_sum = self._weight_sum.get(gpu_type, 0.0)
-            keyed = []
-            alloc, deficit, tau = self._alloc, self._deficit, self._tau
-            for job in jobs:   # every active job at every decision: the priority written out
-                jid = job.id
-                share = alloc.get(jid)
-                rate = job.rate(gpu_type)
-                a = 0.0 if share is None else share.get(gpu_type, 0.0)
-                # A / (received share of the type) = a / (τ / W); none without a share or a rate
-                if a <= 0 or rate <= 0:
-                    p = 0.0
-                elif weight_sum == 0:
-                    p = a * 1e9
-                else:
-                    p = a / (tau[jid][gpu_type] / weight_sum)
-                priorities.setdefault(jid, p)
-                keyed.append((p, deficit[jid].get(gpu_type, 0.0), a, rate, job))
-            keyed.sort(key=itemgetter(0, 1, 2), reverse=True)
-            for _, _, _, rate, job in keyed:
-                if job.id in taken or rate <= 0 or job.gpus > free:
-                    continue
-                free -= job.gpus
-                taken.add(job.id)
-                if newcomers_run or job.id in self._alloc:
-                    picks.append((job, gpu_type))
+        picks, priorities = self._walk(jobs, capacity, newcomers_run)
         assignments = place(state, picks)
         self._ran_on = {a.job_id: type_of[a.gpu_ids[0]] for a in assignments}
         return Plan(assignments=assignments, priorities=priorities,
