@@ -476,7 +476,7 @@ class _Cluster:
         return {}
 
 
-    def reconcile(self) -> list:
+    def reconcile(self, ours=None) -> list:
         return []
 
     def sent(self) -> list:

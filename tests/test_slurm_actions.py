@@ -69,8 +69,13 @@ def test_argv_never_needs_a_shell():
         ["scancel", "--signal=USR1", "--full", "12"]
     with pytest.raises(ValueError):
         scontrol_argv("update", "12; rm -rf /", {"Priority": "5"})
-    with pytest.raises(ValueError):
-        scontrol_argv("update", "12", {"Comment": "a b"})
+    # a comment (the owner's hold mark after their words) is one argument, spaces and all
+    assert scontrol_argv("update", "12", {"Comment": "a b gpufair:userhold"}) == \
+        ["scontrol", "update", "JobId=12", "Comment=a b gpufair:userhold"]
+    for fields in ({"Comment": "a\nb"}, {"Comment": "a\tb"}, {"Comment": "a\x00b"},
+                   {"NodeList": "a b"}, {"Priority": "5 Comment=x"}):
+        with pytest.raises(ValueError):
+            scontrol_argv("update", "12", fields)
     with pytest.raises(ValueError):
         scontrol_argv("reboot", "12")
 

@@ -17,7 +17,7 @@ Failures are told apart: :class:`Unavailable` (raised by ``snapshot``, or an
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from typing import Protocol, runtime_checkable
 
@@ -26,6 +26,11 @@ from gpufair.model import Action, ActionResult, ClusterState
 
 class Unavailable(RuntimeError):
     """The resource manager did not give a usable answer (after the adapter's retries)."""
+
+
+#: ``ours(job_id, run, at)``: whether gpufair itself requeued run ``run`` (the job's restart
+#: count while it ran) of the job, at ``at`` (epoch s): the daemon answers from its journal.
+RequeueCheck = Callable[[str, int, float], bool]
 
 
 class Effect(str, Enum):
@@ -65,10 +70,12 @@ class ResourceManager(Adapter, Protocol):
         """Whether ``action`` already shows, read fresh from the resource manager."""
         ...
 
-    def reconcile(self) -> list[str]:
+    def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:
         """Re-assert what the resource manager drifted from outside gpufair (a job requeued
         by its owner that would start again where nobody planned it); return what was
-        re-asserted, for the log and the metrics. Called before each round's snapshot."""
+        re-asserted, for the log and the metrics. Called before each round's snapshot.
+        ``ours`` tells gpufair's own requeues from others' (a job its owner requeued *held*
+        is left held for them)."""
         ...
 
     def status(self) -> Mapping[str, float]:

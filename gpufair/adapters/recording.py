@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpufair.adapters.base import Adapter, Effect
+from gpufair.adapters.base import Adapter, Effect, RequeueCheck
 from gpufair.model import Action, ActionResult, ClusterState
 
 
@@ -45,7 +45,7 @@ class RecordingAdapter:
     def status(self) -> dict[str, float]:
         return {}
 
-    def reconcile(self) -> list[str]:
+    def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:
         return []   # a dry run re-asserts nothing
 
     def check(self, action: Action) -> Effect:

@@ -10,6 +10,11 @@ Input is a gpufair snapshot (``gpufair snapshot --slurm``: the state the daemon'
 or raw ``squeue --json`` + ``sinfo --json`` files, read through the Slurm adapter's own
 snapshot logic. Nothing reads the clock: "now" is the snapshot's time (for raw files, the
 latest timestamp in them), so the same input and configuration print the same bytes.
+
+A store whose last round was cut off (the daemon stopped or crashed between two of its
+actions) makes ``serve`` finish that round before it plans its own (``Daemon.recover``). The
+dry run lists those actions first, as ``recovering``: they are not planned from the snapshot,
+and the round after them runs on what Slurm then shows, which no saved snapshot holds.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ if TYPE_CHECKING:   # the daemon's modules load only when a dry run runs: every 
     from gpufair.core.config import Config
     from gpufair.core.round import RoundResult
     from gpufair.plugin.daemon import Daemon
+    from gpufair.plugin.store import JournalEntry, Store
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -79,10 +85,12 @@ def run(args: argparse.Namespace) -> int:
         slurm = raw_slurm_adapter(config, args.squeue, args.sinfo, args.partitions)
         source = slurm
     adapter = RecordingAdapter(source)
+    recovering: list[JournalEntry] = []
     with scratch_copy(args.store) as store:
         daemon = build_daemon(config, adapter, store, policy=args.policy, dry_run=True)
         if args.store:
             daemon.restore_policy_state()
+            recovering = interrupted_actions(store)
         daemon.run_round(preemptive=True)
     result = daemon.last
     if result is None:   # the recording adapter cannot be unavailable; be explicit anyway
@@ -101,10 +109,23 @@ def run(args: argparse.Namespace) -> int:
         for j, why in waiting]
     if args.json:   # what could not be read is on stderr too (the adapter's warnings)
         skipped = slurm.last_view.problems if slurm and slurm.last_view else ()
-        print(render_json(daemon.policy.name, result, rows, skipped))
+        print(render_json(daemon.policy.name, result, rows, skipped, recovering))
     else:
-        print(render_table(daemon.policy.name, result, rows))
+        print(render_table(daemon.policy.name, result, rows, recovering))
     return 0
+
+
+def interrupted_actions(store: Store) -> list[JournalEntry]:
+    """The actions ``serve`` carries out first on this store: those of its interrupted rounds
+    not done yet (nor done by an earlier round under the same key), in journal order. Each
+    is still checked against Slurm then; one already in effect is only marked done."""
+    from gpufair.plugin.store import APPLYING, PLANNED
+    out: list[JournalEntry] = []
+    for round_id in store.unfinished_rounds():
+        entries = [e for e in store.journal(round_id) if e.status in (PLANNED, APPLYING)]
+        done = store.done_keys([e.key for e in entries if e.key], round_id)
+        out += [e for e in entries if e.key not in done]
+    return out
 
 
 def raw_slurm_adapter(config: Config, squeue: str, sinfo: str | None,
@@ -201,10 +222,14 @@ def _nodes(gpu_ids: tuple[str, ...]) -> str:
 
 
 def render_json(policy: str, result: RoundResult, rows: list[Decision],
-                skipped: Sequence[str] = ()) -> str:
+                skipped: Sequence[str] = (), recovering: Sequence[JournalEntry] = ()) -> str:
     state: ClusterState = result.state
     data = {"policy": policy, "time_s": state.time_s, "reason": result.plan.reason,
             "gpus": state.gpu_count(), "jobs": [row.__dict__ for row in rows],
+            "recovering": [{"round": e.round_id, "kind": type(e.action).__name__,
+                            "job_id": e.action.job_id, "key": e.key,
+                            "gpu_ids": list(getattr(e.action, "gpu_ids", ()))}
+                           for e in recovering],
             "actions": [{"kind": type(a).__name__, "job_id": a.job_id, "key": k,
                          "gpu_ids": list(getattr(a, "gpu_ids", ()))}
                         for a, k in zip(result.actions, result.keys, strict=True)],
@@ -214,14 +239,21 @@ def render_json(policy: str, result: RoundResult, rows: list[Decision],
     return json.dumps(data, sort_keys=True, indent=2, allow_nan=False)
 
 
-def render_table(policy: str, result: RoundResult, rows: list[Decision]) -> str:
+def render_table(policy: str, result: RoundResult, rows: list[Decision],
+                 recovering: Sequence[JournalEntry] = ()) -> str:
+    from gpufair.plugin.daemon import describe
     state = result.state
     header = ("job", "tenant", "state", "gpus", "now on", "decision", "planned on", "why")
     cells = [header] + [(r.job_id, r.tenant, r.state, str(r.gpus), r.now_on or "-", r.decision,
                          r.planned_on or "-", r.why) for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header) - 1)]
-    lines = [f"policy {policy} at t={state.time_s:g} on {state.gpu_count()} GPUs: "
-             f"{result.plan.reason} (dry run: nothing applied)"]
+    lines = [f"serve first finishes interrupted round {e.round_id}: {describe(e.action)}"
+             for e in recovering]
+    if recovering:
+        lines.append("(unless Slurm already shows them; the round after them plans on what"
+                     " Slurm then shows, which this state does not)")
+    lines += [f"policy {policy} at t={state.time_s:g} on {state.gpu_count()} GPUs: "
+              f"{result.plan.reason} (dry run: nothing applied)"]
     for row in cells:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True))
                      + "  " + row[-1])

@@ -81,7 +81,7 @@ class Daemon:
         name = self.policy.name
         try:
             if not self.settings.dry_run:
-                for job_id in self.adapter.reconcile():
+                for job_id in self.adapter.reconcile(self.requeued_by_gpufair):
                     self.metrics.count_bypass()
                     log.warning("job %s was requeued outside gpufair: held again", job_id,
                                 extra={"fields": {"event": "bypass", "job": job_id}})
@@ -129,6 +129,16 @@ class Daemon:
         log.info("round %d: %d actions in %.3f s", round_id, len(result.actions), latency,
                  extra={"fields": {**fields, "latency_s": round(latency, 4)}})
         return round_id
+
+    def requeued_by_gpufair(self, job_id: str, run: int, at: float) -> bool:
+        """Whether gpufair itself requeued run ``run`` of the job (at ``at``): its journal says
+        so. A requeue older than the journal (pruned, or before this store) cannot be told
+        apart, and counts as gpufair's: the job stays gpufair's to start, as it always was,
+        rather than wait for an owner who never held it."""
+        first = self.store.journal_from()
+        if first is None or at < first:
+            return True
+        return self.store.tried_requeue(job_id, run)
 
     def _prune(self) -> None:
         """Bound the store (it grew by every job and round forever): at most every

@@ -258,6 +258,26 @@ class Store:
         return [JournalEntry(int(r[0]), int(r[1]), action_from_dict(json.loads(r[2])), r[3],
                              r[4], r[5]) for r in rows]
 
+    def tried_requeue(self, job_id: str, run: int) -> bool:
+        """Whether the journal holds a requeue of run ``run`` of the job that gpufair tried
+        (not merely planned): a preemption by requeue, a move or a resize. Their keys name
+        the run (``preempt:ID#RUN@START:requeue``, ``core.round.action_key``): found by key
+        prefix on the key index, not by scanning the journal."""
+        for kind in ("preempt", "migrate", "resize"):
+            prefix = f"{kind}:{job_id}#{run}@"
+            row = self.db.execute(
+                "SELECT 1 FROM actions WHERE key >= ? AND key < ? AND status != ? AND round_id"
+                " NOT IN (SELECT id FROM rounds WHERE status='dry-run') LIMIT 1",
+                (prefix, prefix[:-1] + chr(ord("@") + 1), PLANNED)).fetchone()
+            if row is not None:
+                return True
+        return False
+
+    def journal_from(self) -> float | None:
+        """When the oldest round the journal still holds began (None: no round yet)."""
+        row = self.db.execute("SELECT MIN(started_at) FROM rounds").fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
     def done_keys(self, keys: list[str], before_round: int) -> dict[str, int]:
         """Which of ``keys`` an earlier round already carried out (key → that round)."""
         out: dict[str, int] = {}

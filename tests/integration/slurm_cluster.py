@@ -108,6 +108,38 @@ def stop_daemon(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+def stop_daemon_between_rounds(proc: subprocess.Popen, log: Path, timeout: float = 60.0
+                               ) -> None:
+    """Stop the daemon right after it ends a timer round, then as :func:`stop_daemon`.
+
+    The daemon stops after its current *action*: a SIGTERM in the middle of a round leaves
+    the rest of that round in the journal, and the next ``serve`` finishes it first (its
+    recovery) before it plans a round of its own, so a dry run of the stopped cluster cannot
+    show what that ``serve`` does. Right after a timer round the next round is at least
+    ``event_min_interval_s`` (5 s) away: a stop then falls between rounds. The daemon's JSON
+    log says when a round ended (its ``round`` event, the last thing a round logs)."""
+    offset = log.stat().st_size if log.exists() else 0
+    pending = b""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        with log.open("rb") as stream:
+            stream.seek(offset)
+            chunk = stream.read()
+        offset += len(chunk)
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and event.get("event") == "round" \
+                    and event.get("preemptive") is True:
+                stop_daemon(proc)
+                return
+        time.sleep(0.02)
+    stop_daemon(proc)   # no round ended in time: stopped anyway (the caller's checks tell)
+
+
 def store_rounds(store_path: Path) -> int:
     """How many rounds the daemon's store holds: the tests' clock of its progress."""
     from gpufair.plugin.store import Store

@@ -72,3 +72,48 @@ def test_gpufair_starts_an_owner_held_job_only_after_its_owner_releases_it(
     starts = {e.action.job_id: e.status for e in Store(store_path).journal()
               if type(e.action).__name__ == "Start"}
     assert starts == {free: "done", held: "done"}
+
+
+def test_a_job_its_owner_requeueholds_stays_held_until_they_release_it(
+        cluster: Cluster, user, home, tmp_path: Path):  # noqa: F811
+    """`scontrol requeuehold` of one's own running job passes no job_submit.lua hook and
+    leaves the job as a gpufair preemption would: only gpufair's journal tells them apart.
+    The daemon leaves it held for its owner (their hold mark), until their release."""
+    out = as_user(cluster, user, "sbatch", "--parsable", "-p", "gpu", "--gres=gpu:1", "-o",
+                  str(home / "o.%j"), "--comment", "my run", "--wrap", "sleep 600")
+    assert out.returncode == 0, out.stderr
+    job_id = out.stdout.strip().split(";")[0]
+    store_path = tmp_path / "state.db"
+    config = write_config(tmp_path / "g.toml", cluster, store_path, policy="fifo")
+    daemon = start_daemon(cluster, config, tmp_path / "daemon.log")
+    try:
+        cluster.wait_for("the job RUNNING",
+                         lambda: cluster.jobs()[job_id]["job_state"] == "RUNNING", 60)
+        held = as_user(cluster, user, "scontrol", "requeuehold", job_id)
+        assert held.returncode == 0, held.stderr
+        cluster.wait_for("the owner's hold mark", lambda: MARK in str(
+            cluster.jobs()[job_id]["comment"]).split(), 60)
+        seen = store_rounds(store_path)
+        cluster.wait_for("three more rounds", lambda: store_rounds(store_path) >= seen + 3, 60)
+        job = cluster.jobs()[job_id]
+        assert (job["job_state"], job["priority"], job["restart_cnt"], job["comment"]) == \
+            ("PENDING", 0, 1, f"my run {MARK}"), job
+    finally:
+        stop_daemon(daemon)
+    log = (tmp_path / "daemon.log").read_text()
+    assert "requeued held by its owner" in log, log[-3000:]
+    starts = [e for e in Store(store_path).journal() if e.action.job_id == job_id]
+    assert [(type(e.action).__name__, e.status) for e in starts] == [("Start", "done")]
+
+    # the owner's release: held still, now gpufair's to start again
+    released = as_user(cluster, user, "scontrol", "release", job_id)
+    assert released.returncode == 0, released.stderr
+    job = cluster.jobs()[job_id]
+    assert (job["job_state"], job["priority"], job["comment"]) == ("PENDING", 0, "my run"), job
+    daemon = start_daemon(cluster, config, tmp_path / "daemon.log")
+    try:
+        cluster.wait_for("the job RUNNING again",
+                         lambda: cluster.jobs()[job_id]["job_state"] == "RUNNING", 60)
+    finally:
+        stop_daemon(daemon)
+    assert cluster.jobs()[job_id]["restart_cnt"] == 1

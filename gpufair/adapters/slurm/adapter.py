@@ -16,11 +16,17 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from gpufair.adapters.base import Effect, Unavailable
+from gpufair.adapters.base import Effect, RequeueCheck, Unavailable
 from gpufair.adapters.slurm.commands import NotExpressible, Step, precondition, steps_for
 from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.adapters.slurm.token import TokenSource
-from gpufair.adapters.slurm.translate import SlurmJobInfo, SlurmView, block_nodes, translate
+from gpufair.adapters.slurm.translate import (
+    USER_HOLD_MARK,
+    SlurmJobInfo,
+    SlurmView,
+    block_nodes,
+    translate,
+)
 from gpufair.adapters.slurm.transport import (
     CliTransport,
     CommandResult,
@@ -87,6 +93,15 @@ class SlurmSettings:
 
 #: How far into the next second a restart after a requeue waits (see ``_await_pending``).
 REVOKE_MARGIN_S = 0.05
+#: ``state_description`` of a job ``scontrol requeuehold`` stopped: the same whoever ran it
+#: (gpufair's preemption or the job's owner: Slurm 22.05 shows nothing else that differs)
+REQUEUE_HELD = "job requeued in held state"
+#: how long reconcile()'s view stands in for the round's snapshot read (it is read right after)
+JUDGED_FOR_S = 2.0
+#: gpufair's note in the admin comment (users cannot change it) of a job it left held for its
+#: owner: ``gpufair:ownerhold=RESTARTS``. Once the owner's release took their hold mark out,
+#: the note says that run is gpufair's again (Slurm still describes it "requeued in held state")
+OWNER_HOLD_NOTE = "gpufair:ownerhold="
 
 
 @dataclass
@@ -97,6 +112,9 @@ class SlurmAdapter:
     sleep: Callable[[float], None] = time.sleep
     last_view: SlurmView | None = None
     mode: str = "hard"                 # the daemon's: hard starts/places, soft only ranks
+    #: reconcile()'s view when it changed nothing, for the snapshot right after it (monotonic
+    #: time it was read): the round then plans on the very state reconcile judged
+    _judged: tuple[SlurmView, float] | None = field(default=None, repr=False)
 
     @classmethod
     def from_settings(cls, settings: SlurmSettings, *, mode: str = "hard") -> SlurmAdapter:
@@ -160,7 +178,9 @@ class SlurmAdapter:
         return view
 
     def snapshot(self) -> ClusterState:
-        view = self.view()
+        judged, self._judged = self._judged, None
+        fresh = judged is not None and time.monotonic() - judged[1] < JUDGED_FOR_S
+        view = judged[0] if judged is not None and fresh else self.view()
         if not self.hard:
             return view.state
         # hard mode: a pending job is gpufair's to start only if job_submit.lua marked it
@@ -181,29 +201,77 @@ class SlurmAdapter:
             state = replace(state, nodes=tuple(block_nodes(state.nodes, starting)))
         return state
 
-    def reconcile(self) -> list[str]:
+    def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:
         """Hold again the managed jobs that are pending unheld because somebody else requeued
         them (their owner's ``scontrol requeue``, or Slurm after a node failure): they wait for
         their begin time, then Slurm would start them wherever it likes. gpufair's own starts
-        never leave a job waiting on BeginTime (verify-released sets it to now)."""
+        never leave a job waiting on BeginTime (verify-released sets it to now).
+
+        A job somebody else requeued *held* (its owner's ``scontrol requeuehold``, which no
+        job_submit.lua hook sees) looks in Slurm exactly like one gpufair preempted; ``ours``
+        (the daemon's journal) tells them apart. Such a job is left held for its owner: it
+        gets the owner's hold mark, as ``scontrol hold`` would have given it, so gpufair does
+        not start it and the owner's ``scontrol release`` makes it gpufair's again."""
         if not self.hard:
             return []
         try:
             view = self.view()
         except SlurmUnavailable:
             return []
+        read_at = time.monotonic()
         held = []
+        marked = False
         for job in view.state.jobs:
             info = view.jobs[job.id]
-            if job.state is JobState.PENDING and info.managed and not info.held \
-                    and info.reason == "BeginTime" and job.restarts > 0:
+            if job.state is not JobState.PENDING or not info.managed or job.restarts <= 0:
+                continue
+            if not info.held and info.reason == "BeginTime":
                 result = self.hold(job.id)
                 if result.ok:
                     held.append(job.id)
                 else:
                     log.warning("job %s requeued outside gpufair, not held again: %s",
                                 job.id, result.detail)
+            elif info.held and info.description == REQUEUE_HELD and ours is not None \
+                    and f"{OWNER_HOLD_NOTE}{job.restarts}" not in info.admin_comment.split() \
+                    and not ours(job.id, job.restarts - 1, job.arrival_s):
+                marked = self._leave_to_owner(job.id, job.restarts) or marked
+        if not held and not marked:
+            # a job requeued held between this view and a fresh read would be planned
+            # unjudged (started again): the round's snapshot is this view
+            self._judged = (view, read_at)
         return held
+
+    def _leave_to_owner(self, job_id: str, restarts: int) -> bool:
+        """Mark a job requeued held by somebody else with the owner's hold (job_submit.lua's
+        word in its comment), after a fresh read shows it still so. True if Slurm was
+        asked to change anything (the round's snapshot must then read it afresh)."""
+        try:
+            fresh = self._read_job(job_id)
+        except TransportError as exc:
+            log.warning("job %s: not read, its hold left as it is: %s", job_id, exc)
+            return True   # unknown: the snapshot reads afresh
+        if fresh is None or fresh.get("job_state") != "PENDING" or fresh.get("priority") != 0 \
+                or fresh.get("restart_cnt") != restarts \
+                or fresh.get("state_description") != REQUEUE_HELD:
+            return True   # changed since the view, or held some other way: not this case
+        comment = str(fresh.get("comment") or "")
+        admin = str(fresh.get("admin_comment") or "")
+        if USER_HOLD_MARK not in comment.split():
+            comment = f"{comment} {USER_HOLD_MARK}" if comment.strip() else USER_HOLD_MARK
+        # once per run (reconcile checks it); an earlier run's note goes
+        note = " ".join([w for w in admin.split() if not w.startswith(OWNER_HOLD_NOTE)]
+                        + [f"{OWNER_HOLD_NOTE}{restarts}"])
+        result = self.transport.control("update", job_id,
+                                        {"Comment": comment, "AdminComment": note})
+        if result.ok:
+            log.warning("job %s was requeued held by its owner, not by gpufair: left held "
+                        "for them until their scontrol release", job_id,
+                        extra={"fields": {"event": "owner_requeuehold", "job": job_id}})
+        else:
+            log.warning("job %s requeued held outside gpufair, not marked as its owner's "
+                        "hold: %s", job_id, result.detail)
+        return True
 
     # ---- write side -----------------------------------------------------------------------
     def warn_preemptions(self, actions: Sequence[Action]) -> float:

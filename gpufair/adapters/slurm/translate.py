@@ -88,6 +88,8 @@ class SlurmJobInfo:
     nodes: tuple[str, ...]
     node_count: int
     pinned: tuple[str, ...] = ()   # ReqNodeList: where a released hard-mode job will start
+    description: str = ""          # state_description: e.g. "job requeued in held state"
+    admin_comment: str = ""        # job_submit.lua's mark, and what gpufair noted there
 
 
 @dataclass(frozen=True)
@@ -740,7 +742,8 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         priority=priority, nice=fix_nice(raw.get("nice")),
         gres_field=request_field, gpu_type=asked_type, nodes=nodes,
         node_count=_int(raw, "node_count") or max(1, len(nodes)),
-        pinned=_hostlist(raw, "required_nodes"),
+        pinned=_hostlist(raw, "required_nodes"), description=_text(raw, "state_description"),
+        admin_comment=_text(raw, "admin_comment"),
     )
     return job, info
 

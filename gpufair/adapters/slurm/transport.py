@@ -104,8 +104,9 @@ def scontrol_argv(verb: str, job_id: str, fields: Mapping[str, str] | None = Non
     if verb == "update":
         if not fields:
             raise ValueError("update needs fields")
-        for key, value in fields.items():
-            if not key.isalnum() or any(c.isspace() for c in value):
+        for key, value in fields.items():   # one argument each: a comment may hold spaces
+            if not key.isalnum() or not value.isprintable() \
+                    or (" " in value and key not in ("Comment", "AdminComment")):
                 raise ValueError(f"bad update field {key}={value!r}")
         return ["scontrol", "update", f"JobId={job_id}",
                 *(f"{k}={v}" for k, v in fields.items())]

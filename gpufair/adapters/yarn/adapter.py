@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpufair.adapters.base import Effect
+from gpufair.adapters.base import Effect, RequeueCheck
 from gpufair.adapters.yarn.client import RMClient, RMError, RMUnavailable
 from gpufair.adapters.yarn.decode import as_float, as_int, as_list, items
 from gpufair.adapters.yarn.enforce import QueueLayout, capacities, mutation
@@ -247,7 +247,7 @@ class YarnAdapter:
                          if k in pending and now - g[2] < self.settings.grant_ttl_s}
         self._killed.clear()
 
-    def reconcile(self) -> list[str]:
+    def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:
         """Before each live round (never in a dry run): set the tenants' queue capacities to
         what they hold now plus what gpufair started that YARN has not placed yet, when the
         RM shows anything else — an admin's edit, the capacities the cluster started with, a
