@@ -6,6 +6,8 @@ Oracles are hand-worked timelines and a bisection written here, not the policies
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,11 @@ from gpufair.model import ClusterState, Job, JobState, Node, Plan, Progress, Thr
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.max_min import MaxMinPolicy
 from gpufair.policy.max_sum_throughput import MaxSumThroughputPolicy
-from gpufair.policy.min_total_duration import MinTotalDurationPolicy, bisect
+from gpufair.policy.min_total_duration import (
+    MinTotalDurationPolicy,
+    bisect,
+    one_type_shortest_horizon,
+)
 from gpufair.policy.registry import create_policy
 from gpufair.policy.replan import BoundaryAware, replan_due, replan_interval
 
@@ -202,11 +208,46 @@ def test_min_total_duration_by_hand_and_as_without_the_shortcut(monkeypatch) -> 
     horizon = reference_bisection(lambda h: h >= 1000.0)
     assert alloc["slow"]["v100"] * 1.0 * horizon >= 1000.0 * (1 - 1e-6)
     assert alloc["fast"]["v100"] * 2.0 * horizon >= 1000.0 * (1 - 1e-6)
-    assert policy.stats.solves == 2            # T* and the horizon the search ends on
+    assert policy.stats.solves == 1            # T* in closed form, the horizon the search ends on
     monkeypatch.setattr(MinTotalDurationPolicy, "_shortest_horizon", lambda *a: None)
     full = MinTotalDurationPolicy()
     assert full.allocate(jobs, {"v100": 2}, 0.0) == alloc
     assert full.stats.solves > 5
+
+
+def test_min_total_duration_on_two_types_solves_for_t_star() -> None:
+    # the closed form is for one type: on two, T* comes from its LP (and the same search)
+    jobs = [job("slow", left=1000.0, rate=1.0), job("fast", left=1000.0, rate=2.0)]
+    jobs = [replace(j, throughput=ThroughputProfile({("v100", 1): r, ("k80", 1): r / 2}))
+            for j, r in zip(jobs, (1.0, 2.0), strict=True)]
+    policy = MinTotalDurationPolicy()
+    alloc = policy.allocate(jobs, {"v100": 1, "k80": 1}, 0.0)
+    assert policy.stats.solves == 2
+    # by hand: slow on the V100 alone needs 1000 s; fast on the K80 (1 it/s) too: T* = 1000 s
+    horizon = reference_bisection(lambda h: h >= 1000.0 * (1 - 1e-9))
+    for j, r in (("slow", 1.0), ("fast", 2.0)):
+        done = alloc[j].get("v100", 0.0) * r + alloc[j].get("k80", 0.0) * r / 2
+        assert done * horizon >= 1000.0 * (1 - 1e-6)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_one_type_shortest_horizon_is_the_feasibility_threshold(seed: int) -> None:
+    """Oracle written here: T is feasible on one type when every x_j = r_j / (θ_j T) is at
+    most 1 and Σ s_j x_j ≤ G; T* must be feasible, and 1e-9 less must not be (or be 100 s)."""
+    rng = np.random.default_rng(seed)
+    n, gpus = int(rng.integers(1, 30)), int(rng.integers(1, 64))
+    rates = rng.uniform(0.01, 50.0, n)
+    need = rng.uniform(0.0, 1e6, n) * (rng.random(n) < 0.9)
+    gang = rng.integers(1, gpus + 1, n).astype(float)
+    t_star = one_type_shortest_horizon(rates, need, gang, float(gpus))
+
+    def feasible(horizon: float) -> bool:
+        x = [r / (theta * horizon) for r, theta in zip(need, rates, strict=True)]
+        return all(v <= 1 + 1e-12 for v in x) and \
+            sum(s * v for s, v in zip(gang, x, strict=True)) <= gpus * (1 + 1e-12)
+
+    assert feasible(t_star)
+    assert t_star == 100.0 or not feasible(t_star * (1 - 1e-9))
 
 
 @pytest.mark.parametrize("interval", [None, 40.0])
