@@ -88,12 +88,14 @@ def _policy(**options) -> ShockwavePolicy:
     return ShockwavePolicy(PolicyConfig(round_s=ROUND_S, options=options))
 
 
-def _lp_gap(market: Market) -> float:
-    """The certified method's measure: (LP bound - rounded value) / |rounded value|."""
+def _gap(market: Market) -> float:
+    """The certified method's measure: (bound - rounded value) / |rounded value|, the bound
+    the lower of the LP's and the dual bound."""
     relaxed = solve(market.count_problem(relaxed=True),
                     SolveOptions(backend="highs", scale_objective=True))
     value = market.value(market.round_counts(relaxed.x))
-    return (relaxed.objective - value) / abs(value)
+    bound = min(relaxed.objective, market.dual_bound(relaxed.duals))
+    return (bound - value) / abs(value)
 
 
 def test_the_oracle_agrees_with_the_exact_milp():
@@ -131,8 +133,8 @@ def test_accepted_counts_are_within_the_tolerance_of_the_true_optimum(tolerance)
 def test_a_rounding_within_the_tolerance_skips_the_milp_and_one_outside_falls_back():
     """One solve (the LP) when the rounding's gap is within certify_rel_gap; the LP then the
     MILP when it is not. solver_rel_gap plays no part in the decision."""
-    _, market = next(m for m in (_tiny(s) for s in range(40)) if _lp_gap(m[1]) > 1e-3)
-    gap = _lp_gap(market)
+    _, market = next(m for m in (_tiny(s) for s in range(40)) if _gap(m[1]) > 1e-3)
+    gap = _gap(market)
     loose = _policy(certify_rel_gap=1.5 * gap, solver_rel_gap=0.0, window_rounds=4,
                     makespan_weight=2.0)
     loose._counts(market)
@@ -142,6 +144,29 @@ def test_a_rounding_within_the_tolerance_skips_the_milp_and_one_outside_falls_ba
                     makespan_weight=2.0)
     tight._counts(market)
     assert tight.stats.solves == 2 and tight.solve_log[-1][3] != "certified"
+
+
+def test_the_dual_bound_is_valid_for_any_prices_and_tighter_than_the_lp():
+    """Any capacity price μ ≥ 0 and spread price ν ≥ 0 give a bound ≥ the brute-force
+    optimum; at the LP's duals it is ≤ the LP's value, and below it on some markets."""
+    rng = np.random.default_rng(7)
+    tighter = 0
+    # on one GPU the spread term Σ rem / M is H: the spread row's price matters there
+    for seed, gpus in itertools.product(range(12), (3, 1)):
+        raw, market = _tiny(seed, gpus=gpus)
+        best = _optimum(raw, gpus, 4, 2.0)
+        n = len(raw)
+        for _ in range(20):
+            duals = np.zeros(n + 2)
+            duals[n + 1] = rng.choice([0.0, rng.exponential(0.05), rng.exponential(5.0)])
+            duals[n] = rng.choice([0.0, rng.exponential(1e-4), rng.exponential(1e-2),
+                                   1e3])  # λ is 2 / Z_0 ~ 1e-3: prices above it are cut to it
+            assert market.dual_bound(duals) >= best - 1e-12 * abs(best)
+        relaxed = solve(market.count_problem(relaxed=True), SolveOptions(backend="highs"))
+        bound = market.dual_bound(relaxed.duals)
+        assert best - 1e-12 * abs(best) <= bound <= relaxed.objective + 1e-9 * abs(best)
+        tighter += bound < relaxed.objective - 1e-6 * abs(best)
+    assert tighter >= 3
 
 
 def test_the_exact_method_ignores_certify_rel_gap():
@@ -162,12 +187,45 @@ def _tiny_cost_lp(scale: float) -> LinearProgram:
                          constant=5.0 * scale)
 
 
+@pytest.mark.parametrize("backend", ["highs", "gurobi"])
+@pytest.mark.parametrize("sense", [True, False])
+def test_lp_duals_are_the_objectives_rate_per_unit_of_right_hand_side(backend, sense):
+    """Each row's dual matches the objective's change when that row's right-hand side moves
+    a little (finite difference), in the problem's own sense, on both backends."""
+    sign = 1.0 if sense else -1.0
+    a_ub = sp.csr_array(np.array([[1.0, 1.0, 1.0], [1.0, 0.0, 2.0]]))
+    a_eq = sp.csr_array(np.array([[0.0, 1.0, -1.0]]))
+
+    def lp(b_ub, b_eq):
+        return LinearProgram(c=sign * np.array([3.0, 2.0, 1.0]), A_ub=a_ub, b_ub=b_ub,
+                             A_eq=a_eq, b_eq=b_eq, lb=0.0, ub=np.array([3.0, 5.0, 5.0]),
+                             maximize=sense)
+    b_ub, b_eq = np.array([4.0, 6.0]), np.array([0.5])
+    base = solve(lp(b_ub, b_eq), SolveOptions(backend=backend))
+    assert base.duals is not None and len(base.duals) == 3
+    for row in range(3):
+        ub, eq = b_ub.copy(), b_eq.copy()
+        if row < 2:
+            ub[row] += 1e-3
+        else:
+            eq[0] += 1e-3
+        moved = solve(lp(ub, eq), SolveOptions(backend=backend))
+        assert base.duals[row] == pytest.approx((moved.objective - base.objective) / 1e-3,
+                                                abs=1e-6)
+    assert sign * base.duals[0] > 0  # the binding capacity row is worth something
+    milp = solve(LinearProgram(c=np.ones(2), A_ub=np.ones((1, 2)), b_ub=[1.5], lb=0.0, ub=1.0,
+                               integrality=np.ones(2, dtype=bool), maximize=True),
+                 SolveOptions(backend=backend))
+    assert milp.duals is None
+
+
 @pytest.mark.parametrize("scale", [1e-9, 3e-7, 1.0, 7e4])
 def test_scaled_objective_reports_the_models_own_objective(scale):
     found = solve(_tiny_cost_lp(scale), SolveOptions(backend="highs", scale_objective=True))
     assert found.status is Status.OPTIMAL
     assert found.x == pytest.approx([3.0, 1.0, 0.0])
     assert found.objective == pytest.approx(16.0 * scale, rel=1e-12)
+    assert found.duals == pytest.approx([2.0 * scale])  # y's 2 per unit of the row
 
 
 def test_scaled_objective_changes_nothing_but_the_units_on_a_milp():

@@ -326,6 +326,10 @@ class Solution:
     solve_time_s: float
     mip_gap: float | None = None
     message: str = ""
+    #: An LP solved to optimality by HiGHS or Gurobi: each row's dual, the objective's rate of
+    #: change per unit of its right-hand side (≥ 0 for a binding ≤ row of a maximisation),
+    #: the A_ub rows then the A_eq rows. None for MILPs, ECOS and any other stop.
+    duals: np.ndarray | None = None
 
     @property
     def ok(self) -> bool:
@@ -345,6 +349,7 @@ class _Raw:
     objective: float | None = None
     mip_gap: float | None = None
     message: str = ""
+    duals: np.ndarray | None = None
 
 
 class _GurobiUnusable(Exception):
@@ -517,10 +522,11 @@ def _solve_gurobi(problem: LinearProgram, opts: SolveOptions) -> _Raw:
             else:
                 vtype = GRB.CONTINUOUS
             x = model.addMVar(n, lb=problem.lb, ub=problem.ub, obj=problem.c, vtype=vtype)
+            rows = []
             if problem.num_ub:
-                model.addMConstr(problem.A_ub, x, GRB.LESS_EQUAL, problem.b_ub)
+                rows.append(model.addMConstr(problem.A_ub, x, GRB.LESS_EQUAL, problem.b_ub))
             if problem.num_eq:
-                model.addMConstr(problem.A_eq, x, GRB.EQUAL, problem.b_eq)
+                rows.append(model.addMConstr(problem.A_eq, x, GRB.EQUAL, problem.b_eq))
             model.ModelSense = GRB.MAXIMIZE if problem.maximize else GRB.MINIMIZE
             model.ObjCon = problem.constant
             params = model.Params
@@ -546,8 +552,12 @@ def _solve_gurobi(problem: LinearProgram, opts: SolveOptions) -> _Raw:
             if sol_count == 0:
                 return _Raw(Status.ERROR, message=f"{message or 'optimal'} without a solution")
             gap = float(model.MIPGap) if problem.is_mip else None
+            duals = None
+            if not problem.is_mip and status is Status.OPTIMAL:
+                duals = np.concatenate([np.asarray(r.Pi, dtype=np.float64).ravel()
+                                        for r in rows] or [np.zeros(0)])
             return _Raw(status, np.array(x.X, dtype=np.float64), float(model.ObjVal), gap,
-                        message)
+                        message, duals)
     except gp.GurobiError as exc:
         if exc.errno == _GRB_SIZE_LIMIT_EXCEEDED:
             raise _GurobiUnusable(
@@ -666,11 +676,15 @@ def _solve_highs(problem: LinearProgram, opts: SolveOptions) -> _Raw:
         return _Raw(mapped, message=message)
     if not primal_feasible:
         return _Raw(Status.ERROR, message=f"{message or 'optimal'} without a feasible point")
-    x = np.asarray(h.getSolution().col_value, dtype=np.float64)
+    found = h.getSolution()
+    x = np.asarray(found.col_value, dtype=np.float64)
     gap = None
     if problem.is_mip and np.isfinite(info.mip_gap):
         gap = float(info.mip_gap)
-    return _Raw(mapped, x, float(info.objective_function_value), gap, message)
+    duals = None
+    if not problem.is_mip and mapped is Status.OPTIMAL and found.dual_valid:
+        duals = np.asarray(found.row_dual, dtype=np.float64)
+    return _Raw(mapped, x, float(info.objective_function_value), gap, message, duals)
 
 
 # --------------------------------------------------------------------------------------------
@@ -763,7 +777,7 @@ def _finish(problem: LinearProgram, raw: _Raw, backend: str, t0: float,
     return Solution(status=raw.status if raw.status is not None else Status.ERROR, x=x,
                     objective=raw.objective if x is not None else None, backend=backend,
                     solve_time_s=time.perf_counter() - t0, mip_gap=raw.mip_gap,
-                    message=message)
+                    message=message, duals=raw.duals if x is not None else None)
 
 
 def _trivial(problem: LinearProgram) -> _Raw | None:
@@ -816,7 +830,8 @@ def solve(problem: LinearProgram, options: SolveOptions | None = None) -> Soluti
         found = solve(replace(problem, c=problem.c * factor, constant=problem.constant * factor),
                       unscaled)
         return replace(found, objective=None if found.objective is None
-                       else found.objective / factor)
+                       else found.objective / factor,
+                       duals=None if found.duals is None else found.duals / factor)
     t0 = time.perf_counter()
     if opts.warm_start is not None and opts.warm_start.size != problem.num_vars:
         raise ValueError(f"warm_start has {opts.warm_start.size} entries but the model has "
