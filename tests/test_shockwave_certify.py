@@ -20,7 +20,7 @@ from gpufair.model import Job, JobState, Progress, ThroughputProfile
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.shockwave.policy import JobView, Market, ShockwavePolicy, ShockwaveSettings
 from gpufair.policy.shockwave.regimes import Trajectory
-from gpufair.policy.solver import LinearProgram, SolveOptions, Status, solve
+from gpufair.policy.solver import LinearProgram, Solution, SolveOptions, Status, solve
 
 ROUND_S = 60.0
 
@@ -236,3 +236,29 @@ def test_scaled_objective_changes_nothing_but_the_units_on_a_milp():
     found = solve(problem, SolveOptions(backend="highs", scale_objective=True, mip_gap=0.0))
     assert found.x == pytest.approx([3.0, 0.0, 0.5])
     assert found.objective == pytest.approx(2e-8 * (9.0 + 5e-4 + 5.0), rel=1e-12)
+
+
+def test_a_relaxation_the_solver_gives_up_on_is_solved_again_with_its_objective_scaled(
+        monkeypatch):
+    """HiGHS stopped "Unknown" on one 314-job relaxation (costs 2e-8..4e-5, under its dual
+    tolerance); the policy then solves the same LP with the objective scaled up before it
+    falls back to the MILP, and certifies from that solution."""
+    import gpufair.policy.shockwave.policy as module
+
+    real = module.solve
+    calls = []
+
+    def flaky(problem, options):
+        calls.append((problem.is_mip, options.scale_objective))
+        if not problem.is_mip and not options.scale_objective:
+            return Solution(Status.ERROR, None, None, "highs", 0.0, message="Unknown")
+        return real(problem, options)
+
+    _, market = _tiny(1)  # a market the first LP certifies
+    expected = _policy(window_rounds=4, makespan_weight=2.0)._counts(market)
+    monkeypatch.setattr(module, "solve", flaky)
+    policy = _policy(window_rounds=4, makespan_weight=2.0)
+    counts = policy._counts(market)
+    assert calls == [(False, False), (False, True)]  # no MILP
+    assert [s for *_, s in policy.solve_log] == ["error", "certified"]
+    assert list(counts) == list(expected)

@@ -314,7 +314,14 @@ class ShockwavePolicy(PolicyBase):
         n = len(market.views)
         start = None
         if self.settings.market_method == "certified":
-            relaxed = self._run(market.count_problem(relaxed=True), n)
+            problem = market.count_problem(relaxed=True)
+            relaxed = self._run(problem, n)
+            if not relaxed.ok:
+                # the welfare is normalised by N·M, so at hundreds of jobs the LP's costs are
+                # 1e-8 to 1e-5, under HiGHS's dual tolerance: one 314-job relaxation stopped
+                # "Unknown". Once more with them scaled up (exactly, by a power of two); not
+                # always, as that makes HiGHS's simplex 2-10x slower on the same LP.
+                relaxed = self._run(problem, n, scale_objective=True)
             if relaxed.ok and relaxed.objective is not None:
                 counts = market.round_counts(relaxed.x)
                 value = market.value(counts)
@@ -330,19 +337,15 @@ class ShockwavePolicy(PolicyBase):
         solution = self._run(market.count_problem(), n, start)
         return market.counts_from(solution.x) if solution.ok else None
 
-    def _run(self, problem: LinearProgram, jobs: int, start: np.ndarray | None = None
-             ) -> Solution:
+    def _run(self, problem: LinearProgram, jobs: int, start: np.ndarray | None = None,
+             scale_objective: bool = False) -> Solution:
         settings = self.settings
-        # The welfare is normalised by N·M, so at hundreds of jobs the LP's costs are 1e-8 to
-        # 1e-5, under HiGHS's dual tolerance: one 314-job relaxation stopped "Unknown". The LP
-        # is solved with its objective scaled up (exactly, by a power of two). The MILPs are
-        # not: they never failed, and scaling moves their B&B path, hence the recorded plans.
         options = SolveOptions(backend=_mip_backend(self.config.solver_backend),
                                time_limit_s=settings.solver_timeout_s,
                                mip_gap=settings.solver_rel_gap,
                                threads=settings.solver_threads or self.config.solver_threads,
                                seed=self.config.seed, warm_start=start,
-                               scale_objective=not problem.is_mip)
+                               scale_objective=scale_objective)
         started = time.perf_counter()
         solution = solve(problem, options)
         elapsed = time.perf_counter() - started
