@@ -285,7 +285,8 @@ class SolveOptions:
     #: |c| up into [0.5, 1) if it is smaller (the reported objective is the original's,
     #: exactly). For models whose costs are all near or below the backends' dual tolerance
     #: (1e-7): HiGHS can then stop with model status "Unknown" (Shockwave's normalised
-    #: welfare at 300 jobs, costs 2e-8 to 4e-5).
+    #: welfare at 300 jobs, costs 2e-8 to 4e-5). Opt-in, and best kept for a retry: on the
+    #: LPs that solve either way it made HiGHS's simplex 2-10x slower for the same optimum.
     scale_objective: bool = False
 
     def __post_init__(self) -> None:
@@ -682,7 +683,7 @@ def _solve_highs(problem: LinearProgram, opts: SolveOptions) -> _Raw:
     if problem.is_mip and np.isfinite(info.mip_gap):
         gap = float(info.mip_gap)
     duals = None
-    if not problem.is_mip and mapped is Status.OPTIMAL and found.dual_valid:
+    if not problem.is_mip and mapped is Status.OPTIMAL and getattr(found, "dual_valid", False):
         duals = np.asarray(found.row_dual, dtype=np.float64)
     return _Raw(mapped, x, float(info.objective_function_value), gap, message, duals)
 
