@@ -59,11 +59,12 @@ class ShockwaveSettings:
                                     le=0.999999)
     certify_rel_gap: float = setting(
         CERTIFY_REL_GAP, "the certified method accepts rounded counts whose objective is"
-        " within this of the LP relaxation's (relative): they are then within it of the count"
-        " MILP's optimum too, since the LP value bounds it", ge=0.0, le=0.999999)
+        " within this (relative) of an upper bound on the count MILP's optimum (the LP"
+        " value, or the dual bound from its duals): hence within this of the optimum",
+        ge=0.0, le=0.999999)
     market_method: str = setting(
         "certified", "exact: the count MILP every re-plan; certified: its LP relaxation,"
-        " rounded, accepted when within certify_rel_gap of the LP bound (else the MILP,"
+        " rounded, accepted when within certify_rel_gap of the bound (else the MILP,"
         " warm-started from the rounding)", choices=("exact", "certified"))
     solver_threads: int | None = setting(None, "solver threads", ge=1,
                                          aliases=("solver_num_threads",))
@@ -307,9 +308,11 @@ class ShockwavePolicy(PolicyBase):
         rows instead of one per round of every job: an order of magnitude faster than the
         MILP's presolve alone at 900 jobs). Its optimum has only a few fractional jobs (as
         many as binding coupling rows), so flooring them and refilling the freed capacity
-        greedily loses almost nothing; the LP value bounds the MILP optimum from above, so
-        rounded counts within ``certify_rel_gap`` of it are within that of the optimum, and
-        the MILP is skipped. Otherwise the MILP runs, warm-started from the rounding.
+        greedily loses almost nothing. The LP value bounds the MILP optimum from above, and
+        when it is not close enough, :meth:`Market.dual_bound` at the LP's duals, which
+        usually is; rounded counts within ``certify_rel_gap`` of a bound are within that of
+        the optimum, and the MILP is skipped. Otherwise the MILP runs, warm-started from the
+        rounding.
         """
         n = len(market.views)
         start = None
