@@ -177,9 +177,12 @@ def test_artifact_config_is_accepted_and_mapped(bundled_data):
 def test_canonical_trace_against_artifact_row(canonical_trace, tacc):
     """Artifact semantics, v100:32, R = 120 s, seed 0 vs the artifact's recorded shockwave row
     (gpufair/data/artifact_results.json). Makespan within 5 % and fairness no worse hold;
-    average JCT stays about 9 % above (see the README). Measured (seed 0): makespan 24417 s,
-    average JCT 10855 s, worst ρ 1.107, 1.7 % of jobs above 1.1: pinned both ways, so a
-    change that moves them (better or worse) is seen, not only one that breaks a bound."""
+    average JCT stays about 9 % above (see the README). Measured (seed 0): makespan 23544 s,
+    average JCT 10898 s, worst ρ 1.114, 2.5 % of jobs above 1.1: pinned both ways, so a
+    change that moves them (better or worse) is seen, not only one that breaks a bound.
+    (Until the certified market's dual bound, 19 of its 134 re-plans fell back to the MILP,
+    which returned other counts within its 1e-3 gap: 24417 s, 10855 s, 1.107, 1.7 %. The
+    exact market gives 23644 s, 11001 s, 1.109, 2.5 %.)"""
     from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
     from gpufair.adapters.simulator.engine import TraceSimulator
     from gpufair.adapters.simulator.semantics import ARTIFACT
@@ -199,10 +202,10 @@ def test_canonical_trace_against_artifact_row(canonical_trace, tacc):
     assert m.worst_rho <= row["worst_rho"]
     assert 100 * m.unfair_fraction["1.1"] <= row["unfair_1.1_pct"]
     assert m.avg_jct_s <= 1.10 * row["avg_jct_s"]
-    assert m.avg_jct_s == pytest.approx(10855, rel=0.03)
-    assert m.makespan_s == pytest.approx(24417, rel=0.02)
-    assert m.worst_rho == pytest.approx(1.107, abs=0.05)
-    assert 100 * m.unfair_fraction["1.1"] == pytest.approx(1.7, abs=1.0)
+    assert m.avg_jct_s == pytest.approx(10898, rel=0.03)
+    assert m.makespan_s == pytest.approx(23544, rel=0.02)
+    assert m.worst_rho == pytest.approx(1.114, abs=0.05)
+    assert 100 * m.unfair_fraction["1.1"] == pytest.approx(2.5, abs=1.0)
     assert max(seconds for _, seconds, _, _ in policy.solve_log) < 15.0
 
 

@@ -41,4 +41,5 @@ def test_past_epoch_planning_alone_leaves_the_gap(canonical_trace, tacc):
     m = run(canonical_trace, tacc, {"plan_throughput": "past_epoch"})
     row = artifact_results()["canonical"]["rows"]["shockwave"]
     assert m.avg_jct_s > 1.05 * row["avg_jct_s"]
-    assert (m.makespan_s, m.avg_jct_s) == pytest.approx((23977, 10931), rel=0.01)
+    # 23977 s / 10931 s before the certified market's dual bound replaced MILP fallbacks
+    assert (m.makespan_s, m.avg_jct_s) == pytest.approx((23684, 10983), rel=0.01)
