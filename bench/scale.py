@@ -1,12 +1,15 @@
 """Scale: simulation wall time and per-decision p50/p99 for every policy, at growing sizes.
 
     python bench/scale.py [--time-limit 60] [--sizes 120/32,220/64,...] [--policies a,b]
-                          [--skip-round]
+                          [--repeat N] [--skip-round]
 
 Traces are generated from the canonical 120-job mix with fixed seeds (120/32 is the canonical
 trace itself), on V100 clusters, clean semantics. Each cell runs in this process with
 ``--time-limit`` wall seconds (the simulator's own budget, ``simulate --time-limit``), so the
 bench always finishes: a cell that ran out is marked ``partial`` with the jobs it finished.
+Each policy runs once on the canonical trace first (imports and solver start-up out of its
+cells); ``--repeat N`` shows each cell's run with the least CPU of N (a shared machine only
+ever slows a run down).
 Then one round at 1,000 active jobs on 2,048 GPUs of three types (v100/p100/k80) per policy.
 Prints markdown tables.
 """
@@ -29,7 +32,7 @@ from gpufair.adapters.simulator.generate import format_trace, generate_trace
 from gpufair.adapters.simulator.semantics import CLEAN
 from gpufair.adapters.simulator.throughputs import load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
-from gpufair.core.simulation import SimulationSpec, simulate
+from gpufair.core.simulation import SimulationReport, SimulationSpec, simulate
 from gpufair.model import ClusterState
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import available_policies, create_policy
@@ -55,15 +58,31 @@ def trace_for(jobs: int, gpus: int, folder: Path, seed: int = 0) -> Path:
     return path
 
 
-def cell(trace: Path, gpus: int, policy: str, limit: float) -> str:
-    cpu = time.process_time()
-    r = simulate(SimulationSpec(trace=str(trace), throughputs=str(data.path(THROUGHPUTS)),
-                                cluster=f"v100:{gpus}", policy=policy, round_s=ROUND_S),
-                 progress=False, time_limit_s=limit)
-    cpu = time.process_time() - cpu   # this process's CPU: what a shared machine does not inflate
+def cell(trace: Path, gpus: int, policy: str, limit: float, repeat: int = 1) -> str:
+    """The best of ``repeat`` runs (least CPU): on a shared machine a run is only ever slowed
+    down by others, so the least is the closest to the code's own cost."""
+    best: tuple[float, SimulationReport] | None = None
+    for _ in range(repeat):
+        cpu = time.process_time()
+        r = simulate(SimulationSpec(trace=str(trace), throughputs=str(data.path(THROUGHPUTS)),
+                                    cluster=f"v100:{gpus}", policy=policy, round_s=ROUND_S),
+                     progress=False, time_limit_s=limit)
+        cpu = time.process_time() - cpu   # this process's CPU: what others do not inflate
+        if best is None or cpu < best[0]:
+            best = (cpu, r)
+    assert best is not None
+    cpu, r = best
     text = (f"{r.wall_s:.1f} s, cpu {cpu:.1f} s ({1e3 * r.decision_percentile(50):.0f}/"
             f"{1e3 * r.decision_percentile(99):.0f} ms)")
     return f"{text} partial {r.metrics.num_jobs}/{r.trace_jobs}" if r.partial else text
+
+
+def warm_up(policy: str) -> None:
+    """One short run of the policy before its cells: its module, its solver library and the
+    solver's environment are loaded then, not inside the first cell's time."""
+    simulate(SimulationSpec(trace=str(data.path(CANONICAL)),
+                            throughputs=str(data.path(THROUGHPUTS)), cluster="v100:32",
+                            policy=policy, round_s=ROUND_S), progress=False, time_limit_s=5.0)
 
 
 def busy_round(jobs: int, spec: str, seed: int = 0) -> ClusterState:
@@ -89,6 +108,8 @@ def main() -> int:
     parser.add_argument("--time-limit", type=float, default=60.0, help="wall s per cell")
     parser.add_argument("--sizes", default=SIZES, help="jobs/GPUs,...")
     parser.add_argument("--policies", default=",".join(available_policies()))
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs per cell; the one with the least CPU is shown")
     parser.add_argument("--skip-round", action="store_true",
                         help="skip the 1,000-job / 2,048-GPU round")
     args = parser.parse_args()
@@ -98,11 +119,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         traces = {(j, g): trace_for(j, g, Path(tmp)) for j, g in sizes}
         for name in policies:
-            rows.append([name, *(cell(traces[j, g], g, name, args.time_limit)
+            warm_up(name)
+            rows.append([name, *(cell(traces[j, g], g, name, args.time_limit, args.repeat)
                                  for j, g in sizes)])
             print(".", end="", file=sys.stderr, flush=True)
     print(f"\nsimulation wall, CPU (decision p50/p99), clean semantics, R = {ROUND_S:g} s, "
-          f"time limit {args.time_limit:g} s per cell\n")
+          f"time limit {args.time_limit:g} s per cell, best CPU of {args.repeat}\n")
     print(markdown(rows))
     if args.skip_round:
         return 0
