@@ -98,6 +98,11 @@ def steps_for(action: Action, job: SlurmJobInfo, *, hard: bool) -> list[Step]:
     raise NotExpressible(f"unknown action {type(action).__name__}")
 
 
+def starting(job: SlurmJobInfo) -> bool:
+    """A managed job gpufair released that Slurm has not started yet (pending, not held)."""
+    return job.managed and job.raw_state == "PENDING" and not job.held
+
+
 def precondition(action: Action, job: Job, fresh: Mapping[str, Any] | None) -> str | None:
     """Why ``action`` must not be carried out on the job as Slurm shows it right now, or None.
 
