@@ -3,7 +3,7 @@
 Slurm starts jobs gpufair does not manage whenever it likes: one can take GPUs of a node
 between the snapshot a round planned on and the release of a job pinned there. Without this
 the released job waits (reason Resources) as long as the other job runs, and every round
-blocks its nodes as "starting" rather than planning it again. The loopback run is
+takes it for started there rather than planning it again. The loopback run is
 ``tests/integration/test_slurm_constraints.py::test_a_job_whose_node_was_taken_is_placed_again``.
 """
 

@@ -193,19 +193,30 @@ class SlurmAdapter:
         # hard mode: a pending job is gpufair's to start only if job_submit.lua marked it
         # (jobs of other partitions, or submitted before the plugin, are Slurm's business).
         # A marked job gpufair already released is committed to the nodes it was pinned to:
-        # it leaves the plan, and those nodes are not offered to anybody else this round.
+        # the policy sees it running there (it got its GPUs; Slurm starts it at its next
+        # pass), so no policy forgets it or plans it twice. Where that cannot be told (a
+        # pinned node not up, e.g. a requeue settling there) or it no longer fits there
+        # (reconcile holds it again) it leaves the plan and its nodes are not offered to
+        # anybody else this round.
+        placed = starting_places(view)
         keep = []
-        starting: set[str] = set()
+        blocked: set[str] = set()
         for job in view.state.jobs:
             info = view.jobs[job.id]
-            if job.state is JobState.PENDING and (not info.managed or not info.held):
-                if info.managed:
-                    starting.update(info.pinned)
+            if starting(info):
+                gpus = placed.get(job.id)
+                if gpus:
+                    keep.append(replace(job, state=JobState.RUNNING, gpus_held=gpus,
+                                        start_s=view.state.time_s))
+                else:
+                    blocked.update(info.pinned)
+                continue
+            if job.state is JobState.PENDING and not info.managed:
                 continue
             keep.append(job)
         state = view.state.with_jobs(keep)
-        if starting:
-            state = replace(state, nodes=tuple(block_nodes(state.nodes, starting)))
+        if blocked:
+            state = replace(state, nodes=tuple(block_nodes(state.nodes, blocked)))
         return state
 
     def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:
@@ -257,8 +268,8 @@ class SlurmAdapter:
 
         Slurm starts the jobs gpufair does not manage whenever it likes: one may take GPUs
         of a node between the snapshot a round planned on and the release of a job pinned
-        there. Left alone, that job would wait as long as the other runs, its nodes blocked
-        as "starting" every round, and never be planned again."""
+        there. Left alone, that job would wait as long as the other runs (each round
+        showing it running where it cannot start) and never be planned again."""
         rehold = False
         for job_id in stranded(view):
             rehold = True
@@ -410,6 +421,11 @@ class SlurmAdapter:
                 return CommandResult(True, "pinned")
             return CommandResult(False, f"the job is {state} on {sorted(pinned)}, not pinned "
                                  f"to {sorted(wanted)}")
+        if step.verb == "verify-held":
+            if state == "PENDING" and priority == 0:
+                return CommandResult(True, "held")
+            return CommandResult(False, f"the job is {state} (priority {priority}) after the "
+                                 "hold")
         if step.verb == "verify-released":
             if priority == 0:
                 return CommandResult(False, "still held after the release")
@@ -502,6 +518,8 @@ class SlurmAdapter:
         if isinstance(action, Resume):
             return job.state is JobState.RUNNING
         if isinstance(action, Preempt):
+            if job.state is JobState.PENDING:   # requeued, or taken back while starting
+                return info.held or not self.hard
             wanted = JobState.SUSPENDED if action.mode is PreemptMode.SUSPEND \
                 else JobState.PENDING
             return job.state is wanted
