@@ -37,7 +37,18 @@ def test_the_plan_honours_what_each_job_asked(cluster: Cluster, tmp_path):
     featured = submit(cluster, tmp_path, "feat", "--gres=gpu:1", "--constraint=v100")
     waiting = submit(cluster, tmp_path, "after", "--gres=gpu:1",
                      f"--dependency=afterok:{typed}")
-    fancy = submit(cluster, tmp_path, "fancy", "--gres=gpu:1", "--constraint=v100|k80")
+    # on the node `listed` must share: a plan that offered its GPU would put `listed` there
+    fancy = submit(cluster, tmp_path, "fancy", "--gres=gpu:1", "--constraint=v100|k80",
+                   "--nodelist=gpu-v100-2")
+    # Slurm starts the job it keeps (not gpufair's) whenever its scheduler runs: usually at
+    # submission, under load at a later pass, after the snapshot. Where it then lands (on
+    # the node planned for `single`, say) is Slurm's choice, and a job planned there would
+    # wait: the daemon's reconcile plans it again next round (see
+    # test_a_job_whose_node_was_taken_is_placed_again); this test runs a single round.
+    cluster.wait_for("the unmanaged job running", lambda: (
+        cluster.jobs()[fancy]["job_state"] == "RUNNING"), 30)
+    fancy_node = cluster.jobs()[fancy]["nodes"]
+    assert fancy_node == "gpu-v100-2"
     adapter, result, outcomes = one_round(cluster, tmp_path)
     assert all(o.ok for o in outcomes), [o.detail for o in outcomes]
     placed = {a.job_id: a.gpu_ids for a in result.actions}
@@ -48,6 +59,11 @@ def test_the_plan_honours_what_each_job_asked(cluster: Cluster, tmp_path):
     assert nodes[listed] == {"gpu-v100-2"}
     assert nodes[featured] <= {"gpu-v100-1", "gpu-v100-2"}
     assert waiting not in placed and fancy not in placed
+    # the GPU Slurm gave it is offered to nobody
+    [detail] = cluster.jobs()[fancy]["gres_detail"]     # "gpu:k80:1(IDX:2)": one GPU
+    taken = {detail.partition("IDX:")[2].rstrip(")")}
+    assert not any(g.rpartition(":")[0] == fancy_node and g.rpartition(":")[2] in taken
+                   for gpus in placed.values() for g in gpus), (fancy_node, taken, placed)
     problems = adapter.last_view.problems
     assert not any(f"job {waiting}:" in p for p in problems)   # waits quietly
     # the |-constraint was left to Slurm at submission: not held, not gpufair's
@@ -98,3 +114,32 @@ def test_a_dependent_job_is_placed_once_its_dependency_is_met(cluster: Cluster, 
     assert "unfulfilled" in cluster.jobs()[child]["dependency"]
     _, second, outcomes = one_round(cluster, tmp_path)
     assert [a.job_id for a in second.actions] == [child] and outcomes[0].ok
+
+
+def test_a_job_whose_node_was_taken_is_placed_again(cluster: Cluster, tmp_path):
+    """A job Slurm keeps (not gpufair's) takes a GPU of the node a round planned a 4-GPU job
+    on, between the plan and the release: the released job cannot start there. The next
+    round's reconcile holds it again and the round places it elsewhere."""
+    config = load_config(write_config(tmp_path / "g.toml", cluster, tmp_path / "s.db",
+                                      policy="fifo"))
+    big = submit(cluster, tmp_path, "big", "-N1", "--gres=gpu:4")
+    adapter = SlurmAdapter(CliTransport(env=cluster.env), SlurmSettings(), mode="hard")
+    plan = live_round(config).run(adapter.snapshot(), history={})
+    [start] = plan.actions
+    node = start.gpu_ids[0].rpartition(":")[0]
+    other = submit(cluster, tmp_path, "urgent", "-p", "urgent", "-w", node, "--gres=gpu:1")
+    cluster.wait_for("the unmanaged job running", lambda: (
+        cluster.jobs()[other]["job_state"] == "RUNNING"), 30)
+    assert adapter.apply_one(start).ok
+    time.sleep(5)   # two passes of Slurm's scheduler (sched_interval=2): it cannot start there
+    job = cluster.jobs()[big]
+    assert job["job_state"] == "PENDING" and job["priority"] > 0, job["state_reason"]
+    adapter.reconcile()
+    assert cluster.jobs()[big]["priority"] == 0           # held again, for the plan
+    _, second, outcomes = one_round(cluster, tmp_path)
+    assert [a.job_id for a in second.actions] == [big] and outcomes[0].ok
+    moved = {g.rpartition(":")[0] for g in second.actions[0].gpu_ids}
+    assert len(moved) == 1 and node not in moved
+    cluster.wait_for("the job running elsewhere", lambda: (
+        cluster.jobs()[big]["job_state"] == "RUNNING"), 60)
+    assert cluster.jobs()[big]["nodes"] in moved

@@ -17,7 +17,13 @@ from typing import Any
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from gpufair.adapters.base import Effect, RequeueCheck, Unavailable
-from gpufair.adapters.slurm.commands import NotExpressible, Step, precondition, steps_for
+from gpufair.adapters.slurm.commands import (
+    NotExpressible,
+    Step,
+    precondition,
+    starting,
+    steps_for,
+)
 from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.adapters.slurm.token import TokenSource
 from gpufair.adapters.slurm.translate import (
@@ -42,6 +48,7 @@ from gpufair.model import (
     Job,
     JobState,
     Migrate,
+    NodeState,
     Preempt,
     PreemptMode,
     Resize,
@@ -186,19 +193,30 @@ class SlurmAdapter:
         # hard mode: a pending job is gpufair's to start only if job_submit.lua marked it
         # (jobs of other partitions, or submitted before the plugin, are Slurm's business).
         # A marked job gpufair already released is committed to the nodes it was pinned to:
-        # it leaves the plan, and those nodes are not offered to anybody else this round.
+        # the policy sees it running there (it got its GPUs; Slurm starts it at its next
+        # pass), so no policy forgets it or plans it twice. Where that cannot be told (a
+        # pinned node not up, e.g. a requeue settling there) or it no longer fits there
+        # (reconcile holds it again) it leaves the plan and its nodes are not offered to
+        # anybody else this round.
+        placed = starting_places(view)
         keep = []
-        starting: set[str] = set()
+        blocked: set[str] = set()
         for job in view.state.jobs:
             info = view.jobs[job.id]
-            if job.state is JobState.PENDING and (not info.managed or not info.held):
-                if info.managed:
-                    starting.update(info.pinned)
+            if starting(info):
+                gpus = placed.get(job.id)
+                if gpus:
+                    keep.append(replace(job, state=JobState.RUNNING, gpus_held=gpus,
+                                        start_s=view.state.time_s))
+                else:
+                    blocked.update(info.pinned)
+                continue
+            if job.state is JobState.PENDING and not info.managed:
                 continue
             keep.append(job)
         state = view.state.with_jobs(keep)
-        if starting:
-            state = replace(state, nodes=tuple(block_nodes(state.nodes, starting)))
+        if blocked:
+            state = replace(state, nodes=tuple(block_nodes(state.nodes, blocked)))
         return state
 
     def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:
@@ -236,11 +254,35 @@ class SlurmAdapter:
                     and f"{OWNER_HOLD_NOTE}{job.restarts}" not in info.admin_comment.split() \
                     and not ours(job.id, job.restarts - 1, job.arrival_s):
                 marked = self._leave_to_owner(job.id, job.restarts) or marked
-        if not held and not marked:
+        rehold = self._rehold_stranded(view)
+        if not held and not marked and not rehold:
             # a job requeued held between this view and a fresh read would be planned
             # unjudged (started again): the round's snapshot is this view
             self._judged = (view, read_at)
         return held
+
+    def _rehold_stranded(self, view: SlurmView) -> bool:
+        """Hold again the jobs gpufair released that can no longer start where they are
+        pinned, so that this round plans them anew. True if Slurm was asked to change
+        anything (the round's snapshot must then read it afresh).
+
+        Slurm starts the jobs gpufair does not manage whenever it likes: one may take GPUs
+        of a node between the snapshot a round planned on and the release of a job pinned
+        there. Left alone, that job would wait as long as the other runs (each round
+        showing it running where it cannot start) and never be planned again."""
+        rehold = False
+        for job_id in stranded(view):
+            rehold = True
+            result = self.hold(job_id)
+            if result.ok:
+                log.warning("job %s was released onto %s, where jobs gpufair does not "
+                            "manage took its GPUs: held again to be placed anew", job_id,
+                            ",".join(view.jobs[job_id].pinned),
+                            extra={"fields": {"event": "stranded", "job": job_id}})
+            else:
+                log.warning("job %s cannot start where it was released, not held again: "
+                            "%s", job_id, result.detail)
+        return rehold
 
     def _leave_to_owner(self, job_id: str, restarts: int) -> bool:
         """Mark a job requeued held by somebody else with the owner's hold (job_submit.lua's
@@ -379,6 +421,11 @@ class SlurmAdapter:
                 return CommandResult(True, "pinned")
             return CommandResult(False, f"the job is {state} on {sorted(pinned)}, not pinned "
                                  f"to {sorted(wanted)}")
+        if step.verb == "verify-held":
+            if state == "PENDING" and priority == 0:
+                return CommandResult(True, "held")
+            return CommandResult(False, f"the job is {state} (priority {priority}) after the "
+                                 "hold")
         if step.verb == "verify-released":
             if priority == 0:
                 return CommandResult(False, "still held after the release")
@@ -471,6 +518,8 @@ class SlurmAdapter:
         if isinstance(action, Resume):
             return job.state is JobState.RUNNING
         if isinstance(action, Preempt):
+            if job.state is JobState.PENDING:   # requeued, or taken back while starting
+                return info.held or not self.hard
             wanted = JobState.SUSPENDED if action.mode is PreemptMode.SUSPEND \
                 else JobState.PENDING
             return job.state is wanted
@@ -482,3 +531,44 @@ class SlurmAdapter:
         return False
 
 
+def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
+    """Where each managed job gpufair released (pending, not held, pinned) will start: GPUs
+    of its pinned nodes that jobs gpufair does not schedule (``Node.unavailable``), running
+    jobs and the released jobs before it leave free, lowest index first (Slurm places by
+    count: the indices are the model's, Slurm picks its own). ``()`` when they have too few
+    (it cannot start there); None when a pinned node is unknown or not up (it may start once
+    the node is back: nothing to tell)."""
+    nodes = {n.name: n for n in view.state.nodes}
+    taken = {g for job in view.state.jobs for g in job.gpus_held}
+    out: dict[str, tuple[str, ...] | None] = {}
+    for job in view.state.jobs:
+        info = view.jobs[job.id]
+        if not starting(info) or not info.pinned:
+            continue
+        pinned = [nodes.get(name) for name in dict.fromkeys(info.pinned)]
+        if any(n is None or n.state is not NodeState.UP for n in pinned):
+            out[job.id] = None
+            continue
+        free = [[g for g in n.gpu_ids() if g not in taken] for n in pinned if n is not None]
+        if info.gres_field == "TresPerNode":
+            per, rest = divmod(job.gpus, len(free))
+            gpus = [g for f in free for g in f[:per]]
+            short = rest != 0 or any(len(f) < per for f in free)
+        else:   # a count for the whole job: at least one on each node, the rest in order
+            gpus = [f[0] for f in free if f]
+            extra = [g for f in free for g in f[1:]]
+            gpus += extra[:job.gpus - len(gpus)]
+            short = any(not f for f in free) or len(gpus) != job.gpus
+        if short:
+            out[job.id] = ()
+            continue
+        taken.update(gpus)
+        out[job.id] = tuple(sorted(gpus, key=lambda g: (info.pinned.index(node_of(g)),
+                                                        int(g.rpartition(":")[2]))))
+    return out
+
+
+def stranded(view: SlurmView) -> list[str]:
+    """Managed jobs gpufair released whose pinned nodes (all up) no longer have the GPUs they
+    ask: taken by jobs gpufair does not schedule or held by running jobs."""
+    return [job_id for job_id, gpus in starting_places(view).items() if gpus == ()]

@@ -19,6 +19,7 @@ from gpufair.adapters.slurm.translate import SlurmJobInfo
 from gpufair.model import (
     Action,
     Job,
+    JobState,
     Migrate,
     Preempt,
     PreemptMode,
@@ -81,6 +82,9 @@ def steps_for(action: Action, job: SlurmJobInfo, *, hard: bool) -> list[Step]:
     if isinstance(action, Resume):
         return [Step("resume", jid)]
     if isinstance(action, Preempt):
+        if hard and starting(job):
+            # released, not started yet (the model shows it running): taken back by a hold
+            return [Step("hold", jid), Step("verify-held", jid)]
         if action.mode is PreemptMode.SUSPEND:
             return [Step("suspend", jid)]
         return [Step("requeuehold" if hard else "requeue", jid), Step("verify-requeued", jid)]
@@ -88,14 +92,21 @@ def steps_for(action: Action, job: SlurmJobInfo, *, hard: bool) -> list[Step]:
         # a running job cannot grow or move in 22.05: restart it (from its checkpoint) there
         fields = placement_fields(job, action.gpu_ids)
         fields["StartTime"] = "now"
-        return [Step("requeuehold", jid), Step("await-pending", jid),
-                Step("update", jid, tuple(fields.items())),
+        # one not started yet is held, pinned anew and released again: nothing to requeue
+        stop = [Step("hold", jid), Step("verify-held", jid)] if hard and starting(job) else \
+            [Step("requeuehold", jid), Step("await-pending", jid)]
+        return [*stop, Step("update", jid, tuple(fields.items())),
                 Step("verify-pinned", jid, (("NodeList", fields["NodeList"]),)),
                 Step("release", jid), Step("verify-released", jid)]
     if isinstance(action, SetPriority):
         value = max(1, min(PRIORITY_TOP, round(action.priority)))
         return [Step("update", jid, (("Priority", str(value)),))]
     raise NotExpressible(f"unknown action {type(action).__name__}")
+
+
+def starting(job: SlurmJobInfo) -> bool:
+    """A managed job gpufair released that Slurm has not started yet (pending, not held)."""
+    return job.managed and job.raw_state == "PENDING" and not job.held
 
 
 def precondition(action: Action, job: Job, fresh: Mapping[str, Any] | None) -> str | None:
@@ -112,7 +123,10 @@ def precondition(action: Action, job: Job, fresh: Mapping[str, Any] | None) -> s
     restarts = fresh.get("restart_cnt")
     if isinstance(restarts, int) and restarts != job.restarts:
         return f"the job restarted since the snapshot (restart {restarts}, not {job.restarts})"
-    if isinstance(action, (Preempt, Migrate, Resize)):
+    if isinstance(action, (Preempt, Migrate, Resize)) and job.state is JobState.PENDING:
+        if state != "PENDING" or fresh.get("priority") == 0:
+            return f"the job is {state}, no longer starting"
+    elif isinstance(action, (Preempt, Migrate, Resize)):
         if state != "RUNNING":
             return f"the job is {state}, not RUNNING"
         started = fresh.get("start_time")

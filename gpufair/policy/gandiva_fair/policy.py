@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from gpufair.errors import InputError
-from gpufair.model import Assignment, ClusterState, Job, JobState, Plan, node_of
+from gpufair.model import Assignment, ClusterState, Job, JobState, NodeState, Plan, node_of
 from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.gandiva_fair.pools import PoolView, spread
 from gpufair.policy.gandiva_fair.stride import Entry, central_select, gang_stride, join_pass
@@ -80,6 +80,14 @@ class GandivaFairOptions:
             " rates")
 
 
+def _merged(before: list[str], now: dict, aside: dict) -> dict:
+    """``now`` with the ``aside`` entries put back where they were in ``before``'s order."""
+    out = {k: aside[k] if k in aside else now[k] for k in before if k in aside or k in now}
+    for key, value in now.items():
+        out.setdefault(key, value)
+    return out
+
+
 @dataclass
 class Home:
     """Where a job lives: its GPU type's pool and its GPUs on each of its servers."""
@@ -126,6 +134,8 @@ class GandivaFairPolicy(PolicyBase):
         self.trade_log: list[Trade] = []
         self.quanta = 0
         self.migrations = 0
+        #: jobs set aside (absent, or their home's servers drained) since when: see _rest
+        self.resting_since: dict[str, float] = {}
 
     # -- restart safety ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -141,7 +151,7 @@ class GandivaFairPolicy(PolicyBase):
             "charged_aggs": sorted(self.charged_aggs), "step_at": self.step_at,
             "moved_at": dict(self.moved_at), "trades": [t.as_dict() for t in self.trades],
             "trade_log": [t.as_dict() for t in self.trade_log], "quanta": self.quanta,
-            "migrations": self.migrations}
+            "migrations": self.migrations, "resting_since": dict(self.resting_since)}
 
     def load_state_dict(self, data: Mapping[str, Any]) -> None:
         self._seq = int(data["seq"])
@@ -159,16 +169,33 @@ class GandivaFairPolicy(PolicyBase):
         self.trade_log = [Trade.from_dict(t) for t in data["trade_log"]]
         self.quanta = int(data["quanta"])
         self.migrations = int(data["migrations"])
+        self.resting_since = {k: float(v) for k, v in data.get("resting_since", {}).items()}
 
     # -- the round --------------------------------------------------------------------------
     def schedule(self, state: ClusterState, now: float) -> Plan:
         jobs = {j.id: j for j in state.active_jobs()}
-        self._forget(jobs)
         layout = state.layout()
         caps = {s: len(g) for s, g in layout.gpus_of.items() if g}
         pool_servers = {t: [s for s in names if s in caps]
                         for t, names in layout.nodes_of.items()}
         pool_servers = {t: s for t, s in pool_servers.items() if s}
+        resting = self._rest(state, jobs, pool_servers, caps, now)
+        self._forget(jobs, resting)
+        if not resting:
+            return self._schedule(state, now, jobs, layout, caps, pool_servers)
+        order = (list(self.home), list(self.selection))
+        homes = {j: self.home.pop(j) for j in resting}
+        chosen = {j: self.selection.pop(j) for j in resting if j in self.selection}
+        for job_id in resting:
+            jobs.pop(job_id, None)
+        plan = self._schedule(state, now, jobs, layout, caps, pool_servers)
+        # back as they were, in their places (dict order breaks ties), for the next round
+        self.home = _merged(order[0], self.home, homes)
+        self.selection = _merged(order[1], self.selection, chosen)
+        return plan
+
+    def _schedule(self, state: ClusterState, now: float, jobs: dict[str, Job], layout,
+                  caps: dict[str, int], pool_servers: dict[str, list[str]]) -> Plan:
         users = sorted({j.tenant for j in jobs.values()})
         tickets = self._tickets(state, users)
         rank = self._rank(list(pool_servers), jobs.values())
@@ -256,11 +283,48 @@ class GandivaFairPolicy(PolicyBase):
                 for pair, by_user in sums.items()}
 
     # -- homes ------------------------------------------------------------------------------
-    def _forget(self, jobs: Mapping[str, Job]) -> None:
+    def _forget(self, jobs: Mapping[str, Job], resting: set[str]) -> None:
         for table in (self.home, self.local_pass, self.central_pass, self.selection,
                       self.moved_at):
-            for key in [k for k in table if k not in jobs]:
+            for key in [k for k in table if k not in jobs and k not in resting]:
                 del table[key]
+
+    def _rest(self, state: ClusterState, jobs: Mapping[str, Job], pool_servers, caps,
+              now: float) -> set[str]:
+        """Homed jobs set aside for this round, their home, pass and selection kept: a job
+        absent from the snapshot (not ended: a resource manager's job it released and has
+        yet to start, say) or whose home's servers are drained for now (a requeue settling
+        there). For at most one quantum: then it is gone (or placed again) as before.
+
+        Without this a job Slurm was slow to start came back as a newcomer, at the
+        minimum pass: more than its tickets' share."""
+        resting: set[str] = set()
+        ended: set[str] | None = None       # read only when needed: this runs every round
+        drained: dict[str, int] | None = None
+        for job_id, home in self.home.items():
+            job = jobs.get(job_id)
+            out = [] if job is None else [s for s in home.parts if s not in caps]
+            if job is None:
+                if ended is None:
+                    ended = {j.id for j in state.jobs if not j.state.active}
+                aside = job_id not in ended
+            elif not out:
+                aside = False
+            else:   # usable but for its drained servers
+                if drained is None:
+                    drained = {n.name: len(n.gpu_ids()) for n in state.nodes
+                               if n.state is NodeState.DRAIN}
+                aside = all(s in drained for s in out) and self._usable(
+                    job, home.pool, home.parts,
+                    {home.pool: [*pool_servers.get(home.pool, ()), *out]},
+                    {**caps, **{s: drained[s] for s in out}})
+            since = self.resting_since.get(job_id, now)
+            if aside and now - since < self.quantum_s:
+                resting.add(job_id)
+                self.resting_since[job_id] = since
+        if len(self.resting_since) != len(resting):
+            self.resting_since = {j: t for j, t in self.resting_since.items() if j in resting}
+        return resting
 
     @staticmethod
     def _usable(job: Job, pool: str, parts: Mapping[str, int], pool_servers, caps) -> bool:
