@@ -99,6 +99,7 @@ class ProfileCache:
         self._throughputs = throughputs
         self._types = gpu_types
         self._cache: dict[tuple[str, int, int | None], ThroughputProfile] = {}
+        self._batch_rates: dict[tuple[str, str, int], tuple[tuple[int, float], ...]] = {}
 
     def get(self, job_type: str, sf: int, top: int | None = None) -> ThroughputProfile:
         """``top``: an elastic job's most GPUs (its profile holds 1..top); None: rigid."""
@@ -110,6 +111,16 @@ class ProfileCache:
                      if (r := self._throughputs.rate(t, job_type, c)) is not None}
             profile = self._cache[key] = ThroughputProfile(rates)
         return profile
+
+
+    def batch_rates(self, gpu_type: str, model: str, sf: int) -> tuple[tuple[int, float], ...]:
+        """:meth:`Throughputs.batch_rates`, once per (type, model, gang): it scans the whole
+        table, and a 900-job trace asked it 900 times for a handful of answers."""
+        key = (gpu_type, model, sf)
+        rates = self._batch_rates.get(key)
+        if rates is None:
+            rates = self._batch_rates[key] = self._throughputs.batch_rates(gpu_type, model, sf)
+        return rates
 
 
 def build_job(trace: TraceJob, throughputs: Throughputs, profiles: ProfileCache,
@@ -149,4 +160,4 @@ def build_job(trace: TraceJob, throughputs: Throughputs, profiles: ProfileCache,
     return SimJob(trace=trace, id=str(trace.index), model=model, b0=b0, mode=mode,
                   epochs=epochs, exclusive_s=exclusive, batch=b0, total=float(trace.total_steps),
                   profile=profile, elastic=elastic, top=top if elastic else 0,
-                  batch_rates=throughputs.batch_rates(reference, model, trace.scale_factor))
+                  batch_rates=profiles.batch_rates(reference, model, trace.scale_factor))
