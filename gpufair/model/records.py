@@ -7,12 +7,11 @@ the store without copies.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any
 
 
 class JobState(str, Enum):
@@ -206,9 +205,7 @@ class Job:
         or if the job may not run there (it asked for other GPU types)."""
         if self.gpu_types is not None and gpu_type not in self.gpu_types:
             return 0.0
-        # the profile's table read directly (what ThroughputProfile.rate does): policies ask
-        # every job at every decision
-        value = self.throughput.rates.get((gpu_type, self.gpus if count is None else count))
+        value = self.throughput.rate(gpu_type, self.gpus if count is None else count)
         return 0.0 if value is None else value
 
 
@@ -231,27 +228,22 @@ def job_from_fields(values: Mapping[str, object]) -> Job:
     return job
 
 
-def _unrolled_builder(cls: type) -> Callable[[Sequence[object]], Any]:
-    """One straight-line function that sets every field of a new ``cls`` (a slotted
-    dataclass without ``__post_init__``) from a sequence in field order: the frozen
-    dataclass's ``__init__`` (one ``object.__setattr__`` per field) costs twice as much."""
-    setters = [getattr(cls, f.name).__set__ for f in fields(cls)]
-    names = {f"set_{i}": setter for i, setter in enumerate(setters)}
-    body = "".join(f"    set_{i}(obj, values[{i}])\n" for i in range(len(setters)))
-    source = f"def build(values):\n    obj = new(cls)\n{body}    return obj\n"
-    scope: dict[str, Any] = {"new": _NEW, "cls": cls, **names}
-    exec(source, scope)   # a fixed source, built from the dataclass's own fields
-    return scope["build"]
-
-
-_BUILD_PROGRESS = _unrolled_builder(Progress)
+#: Progress's field setters, in order (it is slotted; the unpacking fails if a field is added,
+#: so :func:`progress_of` cannot silently leave one unset)
+_SET_DONE, _SET_TOTAL, _SET_EPOCHS_DONE, _SET_EPOCHS_TOTAL = (
+    getattr(Progress, f.name).__set__ for f in fields(Progress))
 
 
 def progress_of(done: float, total: float | None, epochs_done: int,
                 epochs_total: int | None) -> Progress:
-    """``Progress(done, total, epochs_done, epochs_total)`` at half the cost (a simulator
-    makes one per running job per event)."""
-    return _BUILD_PROGRESS((done, total, epochs_done, epochs_total))
+    """``Progress(done, total, epochs_done, epochs_total)`` at half the cost of the frozen
+    dataclass's ``__init__`` (a simulator makes one per running job per event)."""
+    progress = _NEW(Progress)
+    _SET_DONE(progress, done)
+    _SET_TOTAL(progress, total)
+    _SET_EPOCHS_DONE(progress, epochs_done)
+    _SET_EPOCHS_TOTAL(progress, epochs_total)
+    return progress
 
 
 #: A tuple, not a set: membership is then an identity check, with no call to Enum.__hash__.
