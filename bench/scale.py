@@ -61,20 +61,21 @@ def trace_for(jobs: int, gpus: int, folder: Path, seed: int = 0) -> Path:
 def cell(trace: Path, gpus: int, policy: str, limit: float, repeat: int = 1) -> str:
     """The best of ``repeat`` runs (least CPU): on a shared machine a run is only ever slowed
     down by others, so the least is the closest to the code's own cost."""
-    best: tuple[float, SimulationReport] | None = None
-    for _ in range(repeat):
-        cpu = time.process_time()
-        r = simulate(SimulationSpec(trace=str(trace), throughputs=str(data.path(THROUGHPUTS)),
-                                    cluster=f"v100:{gpus}", policy=policy, round_s=ROUND_S),
-                     progress=False, time_limit_s=limit)
-        cpu = time.process_time() - cpu   # this process's CPU: what others do not inflate
-        if best is None or cpu < best[0]:
-            best = (cpu, r)
-    assert best is not None
-    cpu, r = best
+    cpu, r = min((timed_run(trace, gpus, policy, limit) for _ in range(repeat)),
+                 key=lambda run: run[0])
     text = (f"{r.wall_s:.1f} s, cpu {cpu:.1f} s ({1e3 * r.decision_percentile(50):.0f}/"
             f"{1e3 * r.decision_percentile(99):.0f} ms)")
     return f"{text} partial {r.metrics.num_jobs}/{r.trace_jobs}" if r.partial else text
+
+
+def timed_run(trace: Path, gpus: int, policy: str, limit: float
+              ) -> tuple[float, SimulationReport]:
+    """One simulation and this process's CPU seconds for it (what others do not inflate)."""
+    cpu = time.process_time()
+    r = simulate(SimulationSpec(trace=str(trace), throughputs=str(data.path(THROUGHPUTS)),
+                                cluster=f"v100:{gpus}", policy=policy, round_s=ROUND_S),
+                 progress=False, time_limit_s=limit)
+    return time.process_time() - cpu, r
 
 
 def warm_up(policy: str) -> None:
@@ -113,6 +114,8 @@ def main() -> int:
     parser.add_argument("--skip-round", action="store_true",
                         help="skip the 1,000-job / 2,048-GPU round")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     policies = [p for p in args.policies.split(",") if p]
     sizes = [tuple(int(x) for x in s.split("/")) for s in args.sizes.split(",") if s]
     rows = [["policy", *(f"{j} jobs / {g} GPUs" for j, g in sizes)]]
