@@ -82,12 +82,13 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     for pick in order:
         job, gpu_type = pick
         held = job.gpus_held
-        if len(held) == job.gpus and _still_free(held, taken, named.get(gpu_type, ()), node_at) \
-                and job.placement_problem(held, type_of) is None:
-            chosen[job.id] = held
-            free.take(held, node_at)
-        else:
-            newcomers.append(pick)
+        if len(held) == job.gpus and _keep(held, taken, used, named.get(gpu_type, ()), node_at):
+            if job.placement_problem(held, type_of) is None:
+                chosen[job.id] = held
+                continue
+            _give_back(held, taken, used, node_at)
+        newcomers.append(pick)
+    singles: dict[str, Iterator[str]] = {}
     for job, gpu_type in newcomers:
         if job.allowed_nodes is not None or job.nodes is not None:
             gpus = constrained_layout(job, nodes_of.get(gpu_type, ()), free)
@@ -95,8 +96,18 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
                 free.take(gpus, node_at)
                 chosen[job.id] = gpus
             continue
+        if job.gpus == 1:   # after every larger gang (the order): the first free GPU
+            stream = singles.get(gpu_type)
+            if stream is None:
+                stream = singles[gpu_type] = _free_in_order(nodes_of.get(gpu_type, ()),
+                                                            gpus_of, taken)
+            gpu = next(stream, None)
+            if gpu is not None:
+                free.take((gpu,), node_at)
+                chosen[job.id] = (gpu,)
+            continue
         names = nodes_of.get(gpu_type, ())
-        at = cursor[gpu_type]
+        at = cursor.get(gpu_type, 0)   # (a type without usable nodes has none)
         while at < len(names) and not free.count(names[at]):
             at += 1
         cursor[gpu_type] = at
@@ -116,7 +127,18 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
             continue  # the walk over-committed a type: skip rather than under-provision a gang
         free.take(gpus, node_at)
         chosen[job.id] = tuple(gpus)
-    return tuple(_assignment(job.id, chosen[job.id]) for job, _ in picks if job.id in chosen)
+    return tuple([_assignment(job.id, chosen[job.id]) for job, _ in picks if job.id in chosen])
+
+
+def _free_in_order(names: Sequence[str], gpus_of: Mapping[str, tuple[str, ...]],
+                   taken: Collection[str]) -> Iterator[str]:
+    """The type's GPUs not taken, node by node in order, each checked when it is reached:
+    where the node cursor would place one 1-GPU gang after another, without rescanning
+    the nodes for each."""
+    for name in names:
+        for gpu in gpus_of[name]:
+            if gpu not in taken:
+                yield gpu
 
 
 @lru_cache(maxsize=1 << 14)
@@ -159,15 +181,26 @@ class _FreeGpus(Mapping[str, list[str]]):
                 used[node] = used.get(node, 0) + 1
 
 
-def _still_free(held: Sequence[str], taken: Collection[str], nodes: Collection[str],
-                node_at: Mapping[str, str]) -> bool:
-    """Every GPU the job holds is usable and not yet taken, on a node of the type it was
-    picked for."""
-    for g in held:
+def _keep(held: Sequence[str], taken: set[str], used: dict[str, int], nodes: Collection[str],
+          node_at: Mapping[str, str]) -> bool:
+    """Take the GPUs the job holds if every one is usable, not yet taken and on a node of the
+    type it was picked for, checked and taken in one pass (most picks keep their GPUs);
+    nothing stays taken when it cannot keep them."""
+    for k, g in enumerate(held):
         node = node_at.get(g)
         if node is None or node not in nodes or g in taken:
+            _give_back(held[:k], taken, used, node_at)
             return False
+        taken.add(g)
+        used[node] = used.get(node, 0) + 1
     return True
+
+
+def _give_back(gpus: Sequence[str], taken: set[str], used: dict[str, int],
+               node_at: Mapping[str, str]) -> None:
+    for g in gpus:
+        taken.discard(g)
+        used[node_at[g]] -= 1
 
 
 def constrained_layout(job: Job, names: Sequence[str], free: Mapping[str, list[str]]
