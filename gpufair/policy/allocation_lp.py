@@ -34,14 +34,32 @@ class FractionIndex:
     def size(self) -> int:
         return len(self.jobs)
 
-    def per_job(self, values: np.ndarray) -> sp.csr_matrix:
-        """Rows j: Σ_{k of job j} values[k] x_k."""
-        return sp.csr_matrix((values, (self.jobs, np.arange(self.size))),
-                             shape=(self.num_jobs, self.size))
+    def per_job(self, values: np.ndarray, runnable_only: bool = False) -> sp.csr_matrix:
+        """Rows j: Σ_{k of job j} values[k] x_k; only the rows of jobs with a column when
+        ``runnable_only`` (the rows of :attr:`runnable`, in order).
+
+        Built as CSR directly: the columns are in job order, so each row's entries are one
+        contiguous run of them (what a COO conversion and row slicing would sort out again at
+        every recompute)."""
+        counts = np.bincount(self.jobs, minlength=self.num_jobs)
+        if runnable_only:
+            counts = counts[counts > 0]
+        indptr = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return sp.csr_matrix((np.asarray(values, dtype=float), np.arange(self.size), indptr),
+                             shape=(len(counts), self.size))
+
+    @property
+    def runnable(self) -> np.ndarray:
+        """Indices of the jobs with at least one column, ascending."""
+        return np.unique(self.jobs)
 
     def capacity_rows(self, capacity: dict[str, int]) -> tuple[sp.csr_matrix, np.ndarray]:
         """Σ_j sf_j x[j,t] ≤ G_t and Σ_t x[j,t] ≤ 1."""
-        cap = sp.csr_matrix((self.gang, (self.type_index, np.arange(self.size))),
+        by_type = np.argsort(self.type_index, kind="stable")
+        indptr = np.zeros(len(self.types) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.type_index, minlength=len(self.types)), out=indptr[1:])
+        cap = sp.csr_matrix((self.gang[by_type], by_type, indptr),
                             shape=(len(self.types), self.size))
         once = self.per_job(np.ones(self.size))
         rows = sp.vstack([cap, once], format="csr")
@@ -59,18 +77,16 @@ class FractionIndex:
 
 
 def fraction_index(jobs: Sequence[Job], capacity: dict[str, int]) -> FractionIndex:
+    """The pairs (job, type) with a rate and room for the job's gang, job by job and type by
+    type within a job (a rate table per type, read in whole columns)."""
     types = tuple(capacity)
-    job_idx, type_idx, rates, gang = [], [], [], []
-    for j, job in enumerate(jobs):
-        for t, gpu_type in enumerate(types):
-            rate = job.rate(gpu_type)
-            if rate > 0 and job.gpus <= capacity[gpu_type]:
-                job_idx.append(j)
-                type_idx.append(t)
-                rates.append(rate)
-                gang.append(job.gpus)
-    return FractionIndex(np.array(job_idx, dtype=int), types, np.array(type_idx, dtype=int),
-                         np.array(rates, dtype=float), np.array(gang, dtype=float), len(jobs))
+    gangs = np.array([job.gpus for job in jobs], dtype=float).reshape(len(jobs))
+    rate_table = np.array([[job.rate(t) for job in jobs] for t in types],
+                          dtype=float).reshape(len(types), len(jobs)).T
+    room = np.array([capacity[t] for t in types], dtype=float)
+    job_idx, type_idx = np.nonzero((rate_table > 0) & (gangs[:, None] <= room[None, :]))
+    return FractionIndex(job_idx, types, type_idx, rate_table[job_idx, type_idx],
+                         gangs[job_idx], len(jobs))
 
 
 def solve_timed(problem: LinearProgram, config: PolicyConfig, stats: PolicyStats) -> Solution:

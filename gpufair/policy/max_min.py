@@ -48,9 +48,8 @@ class MaxMinPolicy(TimeFractionPolicy):
                                  float(capacity[index.types[0]]))
             if x is not None:
                 return index.to_allocation(jobs, x)
-        share = index.per_job(speed * index.gang / weights)
-        runnable = np.unique(index.jobs)
-        share = share[runnable]
+        share = index.per_job(speed * index.gang / weights, runnable_only=True)
+        runnable = index.runnable
         cap_rows, cap_rhs = index.capacity_rows(capacity)
         z_col = sp.csr_matrix(np.ones((len(runnable), 1)))
         a_ub = sp.vstack([sp.hstack([-share, z_col]),

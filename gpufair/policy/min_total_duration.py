@@ -39,8 +39,8 @@ class MinTotalDurationPolicy(TimeFractionPolicy):
         if index.size == 0:
             return {}
         remaining = np.array([j.progress.iterations_left or 0.0 for j in jobs])
-        runnable = np.unique(index.jobs)
-        speed_rows = -index.per_job(index.rates)[runnable]
+        runnable = index.runnable
+        speed_rows = -index.per_job(index.rates, runnable_only=True)
         cap_rows, cap_rhs = index.capacity_rows(capacity)
         a_ub = sp.vstack([speed_rows, cap_rows], format="csr")
         need = remaining[runnable]
