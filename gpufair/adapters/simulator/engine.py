@@ -454,32 +454,41 @@ class TraceSimulator:
             self._round_start = self.now
             self._count_active_round()
             self.rounds += 1
-        held_rate = self._held_rate
-        running = [(j, held_rate(j)) for j in self._active if j.held]
         boundary = self._round_start + self.round_s
-        upcoming = [boundary, self._next_arrival_time()]
         now = self.now
-        # (the loops below run for every running job at every event: names hoisted, and
-        # ``job.total - job.run`` written out where ``job.remaining`` would be a call)
-        upcoming += [now + job.overhead_left_s + (job.total - job.run) / rate
-                     for job, rate in running]
-        target = min(upcoming)
+        # (the loops below run for every running job at every event: names hoisted, the rate
+        # cache read in line, and ``job.total - job.run`` written out for ``job.remaining``)
+        target = min(boundary, self._next_arrival_time())
+        running = []
+        for job in self._active:
+            if not job.held:
+                continue
+            cached = job.held_rate
+            if cached is not None and cached[0] is job.held and cached[1] is job.profile:
+                rate = cached[2]
+            else:
+                rate = self._held_rate(job)
+            running.append((job, rate))
+            if (ends := now + job.overhead_left_s + (job.total - job.run) / rate) < target:
+                target = ends
         elapsed = target - now
         with_overhead = self.semantics.attained_includes_overhead
         busy = self.busy_gpu_s
+        done = []
         for job, rate in running:
             overhead = min(elapsed, job.overhead_left_s)
             job.overhead_left_s -= overhead
             productive = elapsed - overhead
-            job.run = min(job.total, job.run + rate * productive)
+            job.run = run = min(job.total, job.run + rate * productive)
             job.attained_s += elapsed if with_overhead else productive
             busy += productive * len(job.held)
+            if job.total - run <= _EPS * max(1.0, job.total):
+                done.append(job)
         self.busy_gpu_s = busy
         self.now = target
-        for job, _ in running:
-            if job.total - job.run <= _EPS * max(1.0, job.total):
-                job.held = ()
-                self._finish(job, target)
+        for job in done:
+            job.held = ()
+            self._finish(job, target)
         self.at_round_boundary = target >= boundary - _EPS
         if not running and self.at_round_boundary and self._active:
             self._stalled += 1
