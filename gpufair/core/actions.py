@@ -25,13 +25,13 @@ def plan_actions(state: ClusterState, plan: Plan, *, preemptive: bool = True,
                  preempt_mode: PreemptMode = PreemptMode.REQUEUE,
                  grace_s: float = 0.0) -> list[Action]:
     """Preemptions first (they free GPUs), then moves, then starts; each group in plan order."""
-    wanted = plan.by_job()
     active = {j.id: j for j in state.active_jobs()}
     busy: set[str] | None = None   # GPUs in use: only a decision that may not preempt asks
     preempts: list[Action] = []
     moves: list[Action] = []
     starts: list[Action] = []
     if preemptive:
+        wanted = plan.by_job()
         for job in active.values():
             if job.gpus_held and job.state is JobState.RUNNING and job.id not in wanted:
                 preempts.append(Preempt(job.id, preempt_mode, grace_s))

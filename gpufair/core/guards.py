@@ -69,8 +69,10 @@ def unusable_nodes(state: ClusterState, actions: Sequence[Action]
                    ) -> tuple[list[Action], list[Deferred]]:
     """Jobs holding GPUs on a drained, down or settling node are left as they are this round
     (the policy sees usable nodes only, so it would "preempt" them for nothing)."""
-    usable = {n.name for n in state.usable_nodes()}
     on_usable = state.layout().node_of_gpu   # usable GPU -> its (usable) node: no parsing
+    if all(g in on_usable for j in state.jobs for g in j.gpus_held):
+        return list(actions), []   # the common case, at every decision: nothing to hold
+    usable = {n.name for n in state.usable_nodes()}
     frozen = {j.id: frozenset(j.gpus_held) for j in state.jobs
               if j.gpus_held and any(g not in on_usable and node_of(g) not in usable
                                      for g in j.gpus_held)}
