@@ -20,6 +20,10 @@ from gpufair.model import (
     Start,
 )
 
+#: read through the class, an enum member costs ~0.1 µs on Python 3.11 (3.12 made members
+#: plain class attributes), and the diff asks for every job at every decision
+_RUNNING, _SUSPENDED = JobState.RUNNING, JobState.SUSPENDED
+
 
 def plan_actions(state: ClusterState, plan: Plan, *, preemptive: bool = True,
                  preempt_mode: PreemptMode = PreemptMode.REQUEUE,
@@ -33,14 +37,14 @@ def plan_actions(state: ClusterState, plan: Plan, *, preemptive: bool = True,
     if preemptive:
         wanted = plan.by_job()
         for job in active.values():
-            if job.gpus_held and job.state is JobState.RUNNING and job.id not in wanted:
+            if job.gpus_held and job.state is _RUNNING and job.id not in wanted:
                 preempts.append(Preempt(job.id, preempt_mode, grace_s))
     for assignment in plan.assignments:
         job = active.get(assignment.job_id)
         if job is None:
             continue
         gpus = assignment.gpu_ids
-        if job.state is JobState.RUNNING and job.gpus_held:
+        if job.state is _RUNNING and job.gpus_held:
             if not preemptive or gpus is job.gpus_held or set(gpus) == set(job.gpus_held):
                 continue
             kind = Migrate if len(gpus) == len(job.gpus_held) else Resize
@@ -51,7 +55,7 @@ def plan_actions(state: ClusterState, plan: Plan, *, preemptive: bool = True,
                 busy = {g for j in active.values() for g in j.gpus_held}
             if busy.intersection(gpus):
                 continue
-        if job.state is JobState.SUSPENDED:
+        if job.state is _SUSPENDED:
             starts.append(Resume(job.id, gpus))
         else:
             starts.append(Start(job.id, gpus))

@@ -45,6 +45,7 @@ from gpufair.model.records import job_from_fields, progress_of
 
 log = logging.getLogger("gpufair.simulator")
 _STALL_ROUNDS = 1000
+_RUNNING, _PENDING = JobState.RUNNING, JobState.PENDING
 _EPS = 1e-9
 #: Round lengths a simulation accepts: below a second the round mechanism measures nothing
 #: real (and 1e-9 s rounds never end); above a day nothing is scheduled.
@@ -297,8 +298,8 @@ class TraceSimulator:
     def _make_record(self, job: SimJob) -> Job:
         if job.finished:
             state = JobState.FAILED if job.failed_out else JobState.COMPLETED
-        else:
-            state = JobState.RUNNING if job.held else JobState.PENDING
+        else:   # (module names: an enum member read through its class is slow on 3.11)
+            state = _RUNNING if job.held else _PENDING
         epochs_done = 0
         if job.epochs is not None and job.batch:
             epochs_done = int(job.run // iterations_per_epoch(job.model, job.batch))
