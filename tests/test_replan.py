@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from gpufair.core.round import Round
 from gpufair.errors import InputError
@@ -20,10 +21,12 @@ from gpufair.policy.max_sum_throughput import MaxSumThroughputPolicy
 from gpufair.policy.min_total_duration import (
     MinTotalDurationPolicy,
     bisect,
+    least_fractions,
     one_type_shortest_horizon,
 )
 from gpufair.policy.registry import create_policy
 from gpufair.policy.replan import BoundaryAware, replan_due, replan_interval
+from gpufair.policy.solver import LinearProgram, SolveOptions, solve
 
 R = 120.0
 
@@ -208,9 +211,9 @@ def test_min_total_duration_by_hand_and_as_without_the_shortcut(monkeypatch) -> 
     horizon = reference_bisection(lambda h: h >= 1000.0)
     assert alloc["slow"]["v100"] * 1.0 * horizon >= 1000.0 * (1 - 1e-6)
     assert alloc["fast"]["v100"] * 2.0 * horizon >= 1000.0 * (1 - 1e-6)
-    assert policy.stats.solves == 1            # T* in closed form, the horizon the search ends on
+    assert policy.stats.solves == 0   # T* and the fractions where the search ends: closed forms
     monkeypatch.setattr(MinTotalDurationPolicy, "_shortest_horizon", lambda *a: None)
-    full = MinTotalDurationPolicy()
+    full = MinTotalDurationPolicy()   # without T*: an LP at every midpoint, as the artifact
     assert full.allocate(jobs, {"v100": 2}, 0.0) == alloc
     assert full.stats.solves > 5
 
@@ -248,6 +251,37 @@ def test_one_type_shortest_horizon_is_the_feasibility_threshold(seed: int) -> No
 
     assert feasible(t_star)
     assert t_star == 100.0 or not feasible(t_star * (1 - 1e-9))
+
+
+@pytest.mark.parametrize("backend", ["gurobi", "highs"])
+@pytest.mark.parametrize("seed", range(10))
+def test_least_fractions_are_what_the_feasibility_lp_returns(seed: int, backend: str) -> None:
+    """Above T* the feasibility LP (no objective) may return any feasible point; both exact
+    backends return each job's least fraction (r_j / T) / θ_j, so the policy skips the solve.
+    Checked here against the LP itself, built in the test, with the backend forced."""
+    rng = np.random.default_rng(seed)
+    n, gpus = int(rng.integers(1, 25)), int(rng.integers(1, 64))
+    rates = rng.uniform(0.01, 50.0, n)
+    need = rng.uniform(0.0, 1e6, n) * (rng.random(n) < 0.9)
+    gang = rng.integers(1, gpus + 1, n).astype(float)
+    horizon = one_type_shortest_horizon(rates, need, gang, float(gpus)) * rng.uniform(1.01, 3)
+    a_ub = sp.vstack([sp.diags(-rates), sp.csr_matrix(gang), sp.identity(n)], format="csr")
+    b_ub = np.concatenate([-need / horizon, [gpus], np.ones(n)])
+    found = solve(LinearProgram(c=np.zeros(n), A_ub=a_ub, b_ub=b_ub, lb=0.0, ub=1.0),
+                  SolveOptions(backend=backend))
+    assert found.ok and found.backend == backend
+    least = least_fractions(need, horizon, rates)
+    np.testing.assert_allclose(found.x, least, rtol=1e-9, atol=1e-12)
+    assert np.all(least <= 1) and gang @ least <= gpus
+
+
+def test_min_total_duration_solves_where_the_backend_is_interior_point() -> None:
+    """ECOS (the artifact semantics' backend) returns an interior point, not the least
+    fractions: there the horizon the search ends on is still solved."""
+    jobs = [job("slow", left=1000.0, rate=1.0), job("fast", left=1000.0, rate=2.0)]
+    policy = MinTotalDurationPolicy(PolicyConfig(solver_backend="ecos"))
+    policy.allocate(jobs, {"v100": 2}, 0.0)
+    assert policy.stats.solves == 1
 
 
 @pytest.mark.parametrize("interval", [None, 40.0])

@@ -9,6 +9,9 @@ they are equal and tie by deficit, then arrival. The artifact run moved only in 
 count; the clean run's makespan by +0.9 % and average JCT by +1.1 %
 (docs/policies/baselines.md).
 
+Solve counters move when an LP is answered in closed form with the same result
+(``min_total_duration``'s clean run: 518 → 0).
+
 The trace is stored rather than generated, so a change to the generator cannot hide a change
 to the simulator. Wall-clock fields (wall_s, policy_s, solver_s) and the trace path are the
 only ones left out.
