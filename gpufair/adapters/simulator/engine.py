@@ -476,14 +476,18 @@ class TraceSimulator:
         with_overhead = self.semantics.attained_includes_overhead
         busy = self.busy_gpu_s
         done = []
-        for job, rate in running:
-            overhead = min(elapsed, job.overhead_left_s)
-            job.overhead_left_s -= overhead
-            productive = elapsed - overhead
-            job.run = run = min(job.total, job.run + rate * productive)
+        for job, rate in running:   # (min/max written out: builtin calls, for every job)
+            productive = elapsed
+            if left := job.overhead_left_s:   # a restart still being paid
+                overhead = elapsed if elapsed < left else left
+                job.overhead_left_s = left - overhead
+                productive = elapsed - overhead
+            total = job.total
+            run = job.run + rate * productive
+            job.run = run = total if total < run else run
             job.attained_s += elapsed if with_overhead else productive
             busy += productive * len(job.held)
-            if job.total - run <= _EPS * max(1.0, job.total):
+            if total - run <= _EPS * (total if total > 1.0 else 1.0):
                 done.append(job)
         self.busy_gpu_s = busy
         self.now = target
