@@ -72,3 +72,18 @@ def test_deepspeed_pipeline_lines(tmp_path) -> None:
     assert report.family == "deepspeed"
     assert report.iter_time_s == pytest.approx(0.5)
     assert report.iterations_done == 40
+
+
+def test_line_numbers_stay_the_files_when_the_last_line_is_another_ranks(tmp_path) -> None:
+    """The log's last line is unterminated and another rank's: emptied, it must still count
+    as a line, or every listed line number is one too high."""
+    steps = [LINE.format(i=i, t=0.1, loss=2.0) for i in (0, 1, 2, 2, 3)]
+    text = "".join(f"[Rank 0] {s}\n[Rank 1] {s}\n" for s in steps)
+    log = tmp_path / "multi.log"
+    for ending in ("", "\n"):   # unterminated, then terminated: the same numbers
+        log.write_text(text.rstrip("\n") + ending)
+        dropped = profile_file(str(log)).dropped
+        # rank 0's lines are the odd ones: its warm-up step on line 1, the repeated step 2
+        # on line 7
+        assert [(d["reason"], d["first"]) for d in dropped] == [("warm-up", 1),
+                                                                ("duplicate", 7)]

@@ -81,7 +81,11 @@ class LogStream:
 
     def _prepare(self, data: bytes) -> bytes | None:
         """The chunk cleaned and, once the family is known, ready to parse (None before)."""
-        data = self.ranks.apply(clean(data, self.stats))
+        cleaned = clean(data, self.stats)
+        # counted before the rank filter: it empties another rank's lines, and an emptied
+        # unterminated last line would no longer count as one
+        lines = _line_count(cleaned)
+        data = self.ranks.apply(cleaned)
         if self.parser is None:
             family = detect_chunk(data)
             if family is None:
@@ -89,9 +93,9 @@ class LogStream:
                 self.stats.ignored = self.stats.lines - self.stats.binary
                 return None
             self.parser = family()
+            lines += _line_count(self._pending)   # whole lines (``_tail_lines``)
             data, self._pending = self._pending + data, b""
-        self._first_line = self.stats.lines - data.count(b"\n") - (
-            0 if data.endswith(b"\n") or not data else 1)
+        self._first_line = self.stats.lines - lines
         return data
 
     def _count_ignored(self) -> None:
@@ -120,6 +124,11 @@ def feed_many(chunks: Sequence[tuple[LogStream, bytes]]) -> list[Samples]:
             samples.line += stream._first_line + 1
             out[i] = samples
     return out
+
+
+def _line_count(data: bytes) -> int:
+    """Lines in ``data``, an unterminated last one included."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 def _tail_lines(data: bytes, limit: int) -> bytes:
