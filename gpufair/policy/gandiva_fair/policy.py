@@ -664,6 +664,11 @@ class GandivaFairPolicy(PolicyBase):
                     picks += [(e, entry) for e in local]
                 else:
                     picks.append((entry, None))
+            # jobs that run on go first, so their GPUs are reserved before a newly picked job
+            # takes a server's first free ones: moving a running job to other GPUs of its own
+            # server costs a requeue on Slurm and buys nothing (the order of the passes' and
+            # strides' accounting below does not matter)
+            picks.sort(key=lambda pick: not jobs[pick[0].key].gpus_held)
             for entry, agg in picks:
                 job = jobs[entry.key]
                 gpus = self._gpus_for(job, self.home[job.id], pool, self._free_for(job, used),
