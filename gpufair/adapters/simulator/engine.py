@@ -352,6 +352,8 @@ class TraceSimulator:
 
     def _switch_batch(self, job: SimJob) -> None:
         """Apply a pending batch-size change (§1.4 'Applying a change')."""
+        if not (job.flags.up or job.flags.down):
+            return   # nothing pending (next_batch_size would say None): every job, every round
         new = next_batch_size(job.flags, job.model, job.mode, job.b0, job.batch)
         if new is None or new == job.batch or job.b0 == MAX_BATCH.get(job.model):
             return

@@ -17,6 +17,8 @@ from gpufair.adapters.simulator.workload import (
 )
 from gpufair.model import Adaptation, Job, ThroughputProfile
 
+_STATIC = Adaptation.STATIC   # (read for every job at every boundary: see workload._GNS)
+
 
 @dataclass(eq=False)  # identity: the engine removes jobs from lists by identity
 class SimJob:
@@ -81,7 +83,7 @@ class SimJob:
 
     @property
     def adapts(self) -> bool:
-        return self.mode is not Adaptation.STATIC and self.b0 is not None \
+        return self.mode is not _STATIC and self.b0 is not None \
             and self.model in SAMPLES_PER_EPOCH
 
     def epoch_now(self) -> int:
