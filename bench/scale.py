@@ -9,7 +9,8 @@ trace itself), on V100 clusters, clean semantics. Each cell runs in this process
 bench always finishes: a cell that ran out is marked ``partial`` with the jobs it finished.
 Each policy runs once on the canonical trace first (imports and solver start-up out of its
 cells); ``--repeat N`` shows each cell's run with the least CPU of N (a shared machine only
-ever slows a run down).
+ever slows a run down). The header gives the range of a fixed Python loop's CPU time, measured
+before every run: how much the machine's own speed drifted while the bench ran.
 Then one round at 1,000 active jobs on 2,048 GPUs of three types (v100/p100/k80) per policy.
 Prints markdown tables.
 """
@@ -68,9 +69,25 @@ def cell(trace: Path, gpus: int, policy: str, limit: float, repeat: int = 1) -> 
     return f"{text} partial {r.metrics.num_jobs}/{r.trace_jobs}" if r.partial else text
 
 
+#: CPU seconds of :func:`machine_check` before each run: the machine's speed as the bench went
+MACHINE_CHECKS: list[float] = []
+
+
+def machine_check(steps: int = 2_000_000) -> float:
+    """CPU seconds of a fixed pure-Python loop. A virtual machine's speed drifts by up to ~2x
+    from one minute to the next with nothing else running; these, printed with the table, say
+    how much it drifted while the bench ran (a cell's own figure cannot)."""
+    started = time.process_time()
+    total = 0
+    for step in range(steps):
+        total += step
+    return time.process_time() - started
+
+
 def timed_run(trace: Path, gpus: int, policy: str, limit: float
               ) -> tuple[float, SimulationReport]:
     """One simulation and this process's CPU seconds for it (what others do not inflate)."""
+    MACHINE_CHECKS.append(machine_check())
     cpu = time.process_time()
     r = simulate(SimulationSpec(trace=str(trace), throughputs=str(data.path(THROUGHPUTS)),
                                 cluster=f"v100:{gpus}", policy=policy, round_s=ROUND_S),
@@ -127,7 +144,12 @@ def main() -> int:
                                  for j, g in sizes)])
             print(".", end="", file=sys.stderr, flush=True)
     print(f"\nsimulation wall, CPU (decision p50/p99), clean semantics, R = {ROUND_S:g} s, "
-          f"time limit {args.time_limit:g} s per cell, best CPU of {args.repeat}\n")
+          f"time limit {args.time_limit:g} s per cell, best CPU of {args.repeat}")
+    if MACHINE_CHECKS:
+        fastest, slowest = min(MACHINE_CHECKS), max(MACHINE_CHECKS)
+        print(f"machine check before each run (a fixed Python loop): {fastest:.3f}-"
+              f"{slowest:.3f} s CPU, the slowest {slowest / fastest:.2f}x the fastest")
+    print()
     print(markdown(rows))
     if args.skip_round:
         return 0
