@@ -509,3 +509,25 @@ def test_a_job_that_runs_on_keeps_its_gpus():
                 runs_on += 1
                 assert set(a.gpu_ids) == held[a.job_id], a.job_id
     assert runs_on > 24   # jobs do run on across quanta here
+
+
+@pytest.mark.parametrize(("late", "other"), [("A", "B"), ("B", "A")])
+def test_a_job_slurm_has_not_started_yet_keeps_the_gpus_it_was_given(late, other):
+    """Released at the last quantum but not started yet (Slurm's next pass), it holds nothing
+    in the snapshot; picked again (its user has more tickets), it keeps the GPUs the last
+    quantum gave it and the newly picked C takes the others — neither the first free GPUs
+    for itself nor for C when those are its own."""
+    jobs = [job("A", "a", 2), job("B", "b", 2), job("C", "c", 2)]
+    weights = {"a": 1.0, "b": 1.0, "c": 1.0, late.lower(): 4.0}
+    state = ClusterState(0.0, nodes=(Node("s", "v100", 4),), jobs=tuple(jobs),
+                         tenants=tuple(Tenant(u, w) for u, w in weights.items()))
+    pol = policy()
+    first = {a.job_id: a.gpu_ids for a in pol.schedule(state, 0.0).assignments}
+    assert first == {"A": ("s:0", "s:1"), "B": ("s:2", "s:3")}
+    started = {other: first[other]}   # the late one: released, not started yet
+    state = replace(state, time_s=Q, jobs=tuple(
+        replace(j, gpus_held=started.get(j.id, ()),
+                state=JobState.RUNNING if j.id in started else JobState.PENDING)
+        for j in jobs))
+    second = {a.job_id: a.gpu_ids for a in pol.schedule(state, Q).assignments}
+    assert second == {late: first[late], "C": first[other]}

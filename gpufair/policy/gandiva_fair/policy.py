@@ -629,9 +629,12 @@ class GandivaFairPolicy(PolicyBase):
         return used
 
     def _gpus_for(self, job: Job, home: Home, pool: PoolView, used: set[str],
-                  gpus_of: Mapping[str, tuple[str, ...]], type_of) -> tuple[str, ...] | None:
+                  gpus_of: Mapping[str, tuple[str, ...]], type_of,
+                  selected: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+        """The GPUs ``job`` runs on this quantum: those it holds (or, not started yet, those
+        it was ``selected`` for) when they still fit its home, else free ones there."""
         parts = home.parts
-        held = tuple(job.gpus_held)
+        held = tuple(job.gpus_held) or tuple(selected)
         on = {s: sum(1 for g in held if node_of(g) == s) for s in parts}
         if held and len(held) == job.gpus and on == parts and not used.intersection(held) \
                 and all(g in type_of for g in held):
@@ -651,7 +654,7 @@ class GandivaFairPolicy(PolicyBase):
         """A new quantum: central picks, then Algorithm 1 on each picked server; passes
         move only for what really got GPUs."""
         layout = state.layout()
-        self.selection = {}
+        running_on, self.selection = self.selection, {}
         self.charged_aggs = set()
         used = self._blocked(jobs)
         for pool in pools.values():
@@ -664,15 +667,18 @@ class GandivaFairPolicy(PolicyBase):
                     picks += [(e, entry) for e in local]
                 else:
                     picks.append((entry, None))
-            # jobs that run on go first, so their GPUs are reserved before a newly picked job
-            # takes a server's first free ones: moving a running job to other GPUs of its own
-            # server costs a requeue on Slurm and buys nothing (the order of the passes' and
-            # strides' accounting below does not matter)
-            picks.sort(key=lambda pick: not jobs[pick[0].key].gpus_held)
+            # the jobs of the last selection go first, on the GPUs they were given, so those
+            # are reserved before a newly picked job takes a server's first free ones: moving
+            # a running job to other GPUs of its own server costs a requeue on Slurm and buys
+            # nothing. (The selection, not what the snapshot shows held: a job Slurm has yet
+            # to start holds nothing there, and must be placed as if it had started. The
+            # order of the passes' and strides' accounting below does not matter.)
+            picks.sort(key=lambda pick: pick[0].key not in running_on)
             for entry, agg in picks:
                 job = jobs[entry.key]
                 gpus = self._gpus_for(job, self.home[job.id], pool, self._free_for(job, used),
-                                      layout.gpus_of, layout.type_of)
+                                      layout.gpus_of, layout.type_of,
+                                      running_on.get(job.id, ()))
                 if gpus is None:
                     continue
                 used.update(gpus)
