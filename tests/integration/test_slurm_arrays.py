@@ -20,6 +20,8 @@ from test_slurm_safety import adapter, as_user, home, user  # noqa: F401  (fixtu
 from gpufair.model import JobState, Preempt, Start, node_of
 from gpufair.plugin.store import Store
 
+MARK = "gpufair:userhold"
+
 
 def _tasks(cluster: Cluster, array: str) -> dict[str, dict]:
     return {k: j for k, j in cluster.jobs().items() if str(j["array_job_id"]) == array}
@@ -166,3 +168,34 @@ def test_a_started_task_is_a_job_of_its_own_to_account_and_preempt(
         cluster.jobs()[task_id]["job_state"] == "RUNNING"), 30)
     assert cluster.jobs()[task_id]["nodes"] == "gpu-k80-2"
     assert cluster.jobs()[array]["priority"] == 0 and len(_running(cluster, array)) == 1
+
+
+def test_an_array_its_owner_holds_waits_until_they_release_a_task(
+        cluster: Cluster, user, home):  # noqa: F811
+    """``sbatch --hold --array``: the owner's hold mark is on the array record; their
+    release of one task splits that task out without the mark, still held, for gpufair to
+    start; the other tasks keep their owner's hold."""
+    out = as_user(cluster, user, "sbatch", "--parsable", "-p", "gpu", "--hold",
+                  "--array=0-2", "--gres=gpu:1", "-o", str(home / "o.%A_%a"), "--wrap",
+                  "sleep 600")
+    assert out.returncode == 0, out.stderr
+    array = out.stdout.strip().split(";")[0]
+    slurm = adapter(cluster)
+    view = slurm.view()
+    assert [(j.id, why) for j, why in view.waiting if j.app == array] == \
+        [(f"{array}_0", "held by its owner until they release it")]
+    assert not [j for j in view.state.jobs if j.app == array]
+    released = as_user(cluster, user, "scontrol", "release", f"{array}_1")
+    assert released.returncode == 0, released.stderr
+    task = next(k for k, j in _tasks(cluster, array).items() if j["array_task_id"] == 1)
+    assert _waiting(cluster, array) == {("PENDING", 0, None, "0,2"), ("PENDING", 0, 1, "")}
+    assert MARK not in cluster.jobs()[task]["comment"].split()
+    assert MARK in cluster.jobs()[array]["comment"].split()
+    time.sleep(2.5)   # Slurm's scheduler passes: the owner's release started nothing
+    assert not _running(cluster, array)
+    state = slurm.snapshot()
+    assert [j.id for j in state.jobs if j.app == array] == [task]
+    started = slurm.apply_one(Start(task, ("gpu-v100-1:0",)))
+    assert started.ok, started.detail
+    cluster.wait_for("task 1 running", lambda: set(_running(cluster, array)) == {task}, 30)
+    assert _waiting(cluster, array) == {("PENDING", 0, None, "0,2")}
