@@ -17,6 +17,7 @@ from typing import Any
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from gpufair.adapters.base import Effect, RequeueCheck, Unavailable
+from gpufair.adapters.slurm.arrays import parse_task_list
 from gpufair.adapters.slurm.commands import (
     NotExpressible,
     Step,
@@ -244,7 +245,7 @@ class SlurmAdapter:
             if job.state is not JobState.PENDING or not info.managed or job.restarts <= 0:
                 continue
             if not info.held and info.reason == "BeginTime":
-                result = self.hold(job.id)
+                result = self.hold(info.record_id)
                 if result.ok:
                     held.append(job.id)
                 else:
@@ -253,7 +254,7 @@ class SlurmAdapter:
             elif info.held and info.description == REQUEUE_HELD and ours is not None \
                     and f"{OWNER_HOLD_NOTE}{job.restarts}" not in info.admin_comment.split() \
                     and not ours(job.id, job.restarts - 1, job.arrival_s):
-                marked = self._leave_to_owner(job.id, job.restarts) or marked
+                marked = self._leave_to_owner(info.control_id, job.restarts) or marked
         rehold = self._rehold_stranded(view)
         if not held and not marked and not rehold:
             # a job requeued held between this view and a fresh read would be planned
@@ -273,7 +274,7 @@ class SlurmAdapter:
         rehold = False
         for job_id in stranded(view):
             rehold = True
-            result = self.hold(job_id)
+            result = self.hold(view.jobs[job_id].record_id)
             if result.ok:
                 log.warning("job %s was released onto %s, where jobs gpufair does not "
                             "manage took its GPUs: held again to be placed anew", job_id,
@@ -340,7 +341,11 @@ class SlurmAdapter:
             comment = str((raw.get(action.job_id) or {}).get("comment") or "")
             if mark and mark not in comment:
                 continue
-            result = self.transport.control("signal", action.job_id,
+            # an array task by A_T: 22.05's scancel does not find it by its own job id
+            # ("Invalid job id specified", yet exit status 0: the signal lost unnoticed)
+            info = self._info(action.job_id)
+            result = self.transport.control("signal", info.control_id if info else
+                                            action.job_id,
                                             {"signal": self.settings.checkpoint_signal})
             if not result.ok:
                 log.warning("job %s: checkpoint signal failed: %s", action.job_id,
@@ -388,23 +393,22 @@ class SlurmAdapter:
             return self._await_pending(step.job_id)
         if step.verb.startswith("verify-"):
             try:
-                fresh = self._read_job(step.job_id)
+                fresh = self._read_job(step.job_id, own=True)
             except TransportError as exc:
                 return CommandResult(False, str(exc), unavailable=True)
             return self._verify(step, fresh)
         return self.transport.control(step.verb, step.job_id, step.as_fields() or None)
 
-    def _read_job(self, job_id: str) -> Mapping[str, Any] | None:
+    def _read_job(self, job_id: str, *, own: bool = False) -> Mapping[str, Any] | None:
         """One job as Slurm shows it now (22.05's ``squeue --json`` ignores ``-j``)."""
-        for raw in self.transport.read_jobs().get("jobs", ()):
-            if isinstance(raw, Mapping) and str(raw.get("job_id")) == job_id:
-                return raw
-        return None
+        return find_record(self.transport.read_jobs(), job_id, own=own)
 
     def _verify(self, step: Step, fresh: Mapping[str, Any] | None) -> CommandResult:
         """That the step before took effect, before the next one builds on it."""
         if fresh is None:
-            return CommandResult(False, "the job disappeared")
+            return CommandResult(False, "the job disappeared" if "_" not in step.job_id else
+                                 "the array task has no record of its own (gone, or not "
+                                 "split out of its array record)")
         state = str(fresh.get("job_state") or "?").upper()
         priority = fresh.get("priority")
         if step.verb == "verify-requeued":
@@ -449,8 +453,8 @@ class SlurmAdapter:
                 jobs = self.transport.read_jobs()
             except TransportError as exc:
                 return CommandResult(False, str(exc), unavailable=True)
-            state = next((str(j.get("job_state")) for j in jobs.get("jobs", ())
-                          if str(j.get("job_id")) == job_id), None)
+            record = find_record(jobs, job_id, own=True)
+            state = None if record is None else str(record.get("job_state"))
             if state == "PENDING":
                 now = self.clock()
                 wait = math.floor(now) + 1.0 + REVOKE_MARGIN_S - now
@@ -528,6 +532,38 @@ class SlurmAdapter:
             return job.state is JobState.RUNNING and set(info.nodes) == target
         if isinstance(action, SetPriority):
             return info.priority is not None and round(info.priority) == round(action.priority)
+        return False
+
+
+def find_record(jobs: Mapping[str, Any], job_id: str, *, own: bool = False
+                ) -> Mapping[str, Any] | None:
+    """The record of ``job_id`` in a jobs document. An array task ``A_T`` is the record of
+    that task once Slurm split it out of its array record (gpufair's update of ``A_T``
+    does), else that array record if the task is the one it stands for (``own``: None then,
+    for the checks that the update split it)."""
+    array, _, task = job_id.partition("_")
+    record = None
+    for raw in jobs.get("jobs", ()):
+        if not isinstance(raw, Mapping):
+            continue
+        if task and str(raw.get("array_job_id")) == array \
+                and str(raw.get("array_task_id")) == task:
+            return raw
+        if str(raw.get("job_id")) == (array if task else job_id):
+            record = raw
+    if task and (own or record is None or not _first_task(record, task)):
+        return None
+    return record
+
+
+def _first_task(record: Mapping[str, Any], task: str) -> bool:
+    """Whether ``task`` is the lowest task an array record stands for (the one gpufair
+    starts next: the record is that task's job to the model)."""
+    if record.get("array_task_id") is not None:
+        return False
+    try:
+        return str(parse_task_list(str(record.get("array_task_string") or "")).first) == task
+    except ValueError:
         return False
 
 

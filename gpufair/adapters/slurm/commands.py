@@ -69,7 +69,10 @@ def placement_fields(job: SlurmJobInfo, gpu_ids: tuple[str, ...]) -> dict[str, s
 
 def steps_for(action: Action, job: SlurmJobInfo, *, hard: bool) -> list[Step]:
     """The Slurm steps of one action, in order. Raises NotExpressible when impossible."""
-    jid = job.job_id
+    # an array task is named A_T. A pending array record is the job A_T of one task of it:
+    # a start acts on that task alone (the update splits it out of the record; the other
+    # tasks stay held), a hold or a priority on the whole record
+    jid, record = job.control_id, job.record_id
     if isinstance(action, Start):
         fields = placement_fields(job, action.gpu_ids) if hard else {}
         fields["StartTime"] = "now"
@@ -84,7 +87,7 @@ def steps_for(action: Action, job: SlurmJobInfo, *, hard: bool) -> list[Step]:
     if isinstance(action, Preempt):
         if hard and starting(job):
             # released, not started yet (the model shows it running): taken back by a hold
-            return [Step("hold", jid), Step("verify-held", jid)]
+            return [Step("hold", record), Step("verify-held", record)]
         if action.mode is PreemptMode.SUSPEND:
             return [Step("suspend", jid)]
         return [Step("requeuehold" if hard else "requeue", jid), Step("verify-requeued", jid)]
@@ -93,14 +96,16 @@ def steps_for(action: Action, job: SlurmJobInfo, *, hard: bool) -> list[Step]:
         fields = placement_fields(job, action.gpu_ids)
         fields["StartTime"] = "now"
         # one not started yet is held, pinned anew and released again: nothing to requeue
-        stop = [Step("hold", jid), Step("verify-held", jid)] if hard and starting(job) else \
-            [Step("requeuehold", jid), Step("await-pending", jid)]
+        if hard and starting(job):
+            stop = [Step("hold", record), Step("verify-held", record)]
+        else:
+            stop = [Step("requeuehold", jid), Step("await-pending", jid)]
         return [*stop, Step("update", jid, tuple(fields.items())),
                 Step("verify-pinned", jid, (("NodeList", fields["NodeList"]),)),
                 Step("release", jid), Step("verify-released", jid)]
     if isinstance(action, SetPriority):
         value = max(1, min(PRIORITY_TOP, round(action.priority)))
-        return [Step("update", jid, (("Priority", str(value)),))]
+        return [Step("update", record, (("Priority", str(value)),))]
     raise NotExpressible(f"unknown action {type(action).__name__}")
 
 

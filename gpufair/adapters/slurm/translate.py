@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpufair.adapters.slurm.arrays import parse_task_list
 from gpufair.adapters.slurm.gres import parse_gpu_entries
 from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.errors import json_kind
@@ -90,6 +91,22 @@ class SlurmJobInfo:
     pinned: tuple[str, ...] = ()   # ReqNodeList: where a released hard-mode job will start
     description: str = ""          # state_description: e.g. "job requeued in held state"
     admin_comment: str = ""        # job_submit.lua's mark, and what gpufair noted there
+    #: how scontrol names the job when not by ``job_id``: an array task is ``A_T`` (the
+    #: array's own record by its number ``A`` is every task of the array to scontrol, and
+    #: scancel does not find a task by its own job id)
+    control: str = ""
+    #: the record a pending array record's job ``A_T`` stands in (see :func:`_job`): ``A``
+    record: str = ""
+
+    @property
+    def control_id(self) -> str:
+        """The id the job's own actions (start, requeue, signal) are carried out on."""
+        return self.control or self.job_id
+
+    @property
+    def record_id(self) -> str:
+        """The id that acts on the whole record (a hold, a priority)."""
+        return self.record or self.control_id
 
 
 @dataclass(frozen=True)
@@ -249,7 +266,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
         blocked.update(known)
         records = []
 
-    site = replace(site, job_states=_job_states(records))
+    site = replace(site, job_states=_job_states(records), arrays=_array_load(records))
     parsed: list[_Parsed] = []
     waiting: list[tuple[Job, str]] = []
     for i, raw in sorted(enumerate(records), key=lambda item: _submission_order(item[1])):
@@ -318,6 +335,8 @@ class _Site:
     partitions: Mapping[str, frozenset[str]]    # partition → its GPU nodes
     used: Mapping[str, tuple[int, ...]]         # node → GPU indices in use by anybody
     job_states: Mapping[str, str] = field(default_factory=dict)   # for dependencies
+    #: array job id → (its tasks running or released, its ``%N`` limit): see ``_array_load``
+    arrays: Mapping[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
@@ -351,6 +370,30 @@ def _job_states(records: Sequence[Any]) -> dict[str, str]:
                 and isinstance(raw.get("job_state"), str):
             states[str(raw["job_id"])] = raw["job_state"].upper()
     return states
+
+
+def _array_load(records: Sequence[Any]) -> dict[int, tuple[int, int]]:
+    """Array job id → (tasks running or released, the ``%N`` limit) of the arrays that have a
+    limit. Slurm starts no task beyond it: a task released then would wait (reason
+    JobArrayTaskLimit) where the model sees it start, its GPUs held for nothing. The limit is
+    read from any record of the array (22.05 prints it on the pending array record)."""
+    limits: dict[int, int] = {}
+    load: Counter[int] = Counter()
+    for raw in records:
+        if not isinstance(raw, Mapping):
+            continue
+        array, limit = raw.get("array_job_id"), raw.get("array_max_tasks")
+        if not isinstance(array, int) or isinstance(array, bool) or array <= 0:
+            continue
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            limits[array] = max(limit, limits.get(array, 0))
+        state = raw.get("job_state")
+        state = state.upper() if isinstance(state, str) else ""
+        released = state == "PENDING" and raw.get("array_task_id") is not None \
+            and raw.get("priority") not in (0, None)
+        if state in _RUNS or released:
+            load[array] += 1
+    return {a: (load[a], limit) for a, limit in limits.items()}
 
 
 def _foreign_gpus(nodes: Sequence[Node], jobs: Sequence[Job], site: _Site,
@@ -461,6 +504,10 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:
         return job
     if user_held(raw):
         raise NotRunnable("held by its owner until they release it")
+    running, limit = site.arrays.get(_int(raw, "array_job_id") or 0, (0, 0))
+    if limit and running >= limit and _num(raw, "priority", 0.0, float(_MAX_U32)) == 0:
+        # (a task already released counts itself: it is not held back for that)
+        raise NotRunnable(f"its array has {running} tasks running, its limit (%{limit})")
     dependency = _text(raw, "dependency")
     if dependency not in ("", "(null)") and not dependency_met(dependency, site.job_states):
         raise NotRunnable(f"waits for a dependency ({_show(dependency)})")
@@ -497,6 +544,8 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:
 _ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
           "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
 _STARTED = _ENDED | {"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "STOPPED"}
+#: what Slurm counts against an array's %N limit
+_RUNS = _STARTED - _ENDED
 _MET = {"after": _STARTED, "afterany": _ENDED, "afterok": {"COMPLETED"},
         "afternotok": _ENDED - {"COMPLETED"}}
 
@@ -541,13 +590,27 @@ def _records(doc: Any, key: str) -> list[Any] | None:
     return records if isinstance(records, list) else None
 
 
-def _submission_order(raw: Any) -> tuple[int, str]:
-    """squeue lists jobs in no documented order; the model wants submission (job id) order."""
+def _submission_order(raw: Any) -> tuple[int, int, str]:
+    """squeue lists jobs in no documented order; the model wants submission order: job ids,
+    and the tasks of an array at their array's id in task order (``A_T``). A task split out
+    of its array record gets a job id above the record's, while the record keeps the tasks
+    not started yet: in job id order those would come first, and a policy that breaks ties
+    of arrival by order (every task of an array arrives at once) would take GPUs back from
+    the array's running tasks for its waiting ones, round after round."""
     job_id = raw.get("job_id") if isinstance(raw, Mapping) else None
     try:
-        return int(_job_id(job_id)), ""
+        number = int(_job_id(job_id))
     except Malformed:
-        return 1 << 62, _show(job_id)
+        return 1 << 62, 0, _show(job_id)
+    array, task = raw.get("array_job_id"), raw.get("array_task_id")
+    if not isinstance(array, int) or isinstance(array, bool) or not 0 < array <= _MAX_U32:
+        return number, -1, ""
+    if isinstance(task, int) and not isinstance(task, bool) and 0 <= task < _NO_VAL:
+        return array, task, ""
+    try:
+        return array, parse_task_list(_text(raw, "array_task_string")).first, ""
+    except (ValueError, Malformed):
+        return array, 1 << 62, ""
 
 
 def _where(source: str, raw: Any, index: int) -> str:
@@ -721,6 +784,15 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         suspended = _num(raw, "suspend_time") or 0.0
         attained = max(0.0, now - max(start, suspended))
     array_id = _int(raw, "array_job_id") or 0
+    record = ""
+    if array_id and _array_task(raw) is None and state is JobState.PENDING:
+        # a record standing for several tasks: the model sees the task gpufair would start
+        # next (the others follow as the record splits), under Slurm's name for it
+        try:
+            first = parse_task_list(_text(raw, "array_task_string")).first
+        except ValueError as exc:
+            raise Malformed(str(exc)) from None
+        record, job_id = job_id, f"{array_id}_{first}"
     user_id = _int(raw, "user_id")
     account = _text(raw, "account")
     user = _text(raw, "user_name")
@@ -733,7 +805,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         start_s=start if running else None, attained_s=attained,
         restarts=_int(raw, "restart_cnt") or 0,
         gpus_held=held_gpus if running else (),
-        log_path=_log_path(raw, int(job_id), array_id, user, hosts),
+        log_path=_log_path(raw, int(record or job_id), array_id, user, hosts),
         owner_uid=user_id, owner_gid=_int(raw, "group_id"),
     )
     info = SlurmJobInfo(
@@ -743,9 +815,22 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         gres_field=request_field, gpu_type=asked_type, nodes=nodes,
         node_count=_int(raw, "node_count") or max(1, len(nodes)),
         pinned=_hostlist(raw, "required_nodes"), description=_text(raw, "state_description"),
-        admin_comment=_text(raw, "admin_comment"),
+        admin_comment=_text(raw, "admin_comment"), record=record,
+        control=task_name(raw) or "",
     )
     return job, info
+
+
+def task_name(raw: Mapping[str, Any]) -> str | None:
+    """``A_T`` for the record of one array task, else None."""
+    array, task = _int(raw, "array_job_id"), _array_task(raw)
+    return f"{array}_{task}" if array and task is not None else None
+
+
+def _array_task(raw: Mapping[str, Any]) -> int | None:
+    """The record's array task id; None for a record standing for several (or not a task)."""
+    task = _int(raw, "array_task_id")
+    return None if task == _NO_VAL else task
 
 
 def _gpu_request(raw: Mapping[str, Any]) -> tuple[str, int, str | None]:
@@ -802,7 +887,7 @@ _MAX_WIDTH = 10
 def _log_path(raw: Mapping[str, Any], job_id: int, array_job_id: int, user: str,
               hosts: Mapping[str, str]) -> str | None:
     pattern = _text(raw, "standard_output")
-    task = _int(raw, "array_task_id")
+    task = _array_task(raw)
     if array_job_id and task is None:
         return None   # an array record standing for several tasks: each writes its own file
     if not pattern:   # sbatch's default, in the working directory

@@ -275,6 +275,11 @@ class RestTransport:
                 ) -> CommandResult:
         _check_verb(verb, job_id)
         body: dict[str, Any] | None = None
+        if "_" in job_id:
+            # an array task A_T: for a task still in its array record, 22.05's v0.0.38
+            # answers "job array update ... failed" (having split the task out all the
+            # same); scontrol splits it out and acts on it
+            return self.cli.control(verb, job_id, fields)
         if verb in ("hold", "release"):
             body = {"hold": verb == "hold"}
         elif verb == "update" and fields and set(fields) <= set(_REST_FIELDS):
