@@ -507,7 +507,7 @@ def test_array_record_standing_for_several_tasks_has_no_log_path():
     jobs = copy.deepcopy(SQUEUE)
     jobs["jobs"][3].update(array_job_id=4, array_task_id=None, array_task_string="0-3")
     view = translate(jobs, SINFO, now=NOW)
-    # (the record is the job of its lowest task, 4_0, to gpufair: tests/test_slurm_arrays.py)
+    # (the record is the job of its lowest task, 4_0, to gpufair: tests/test_slurm_array_tasks.py)
     assert {j.id: j.log_path for j in view.state.jobs}["4_0"] is None
 
 
