@@ -16,6 +16,7 @@ way) are still solved. Two solves per recompute instead of about a dozen; same r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 
 import numpy as np
 import scipy.sparse as sp
@@ -39,11 +40,15 @@ class MinTotalDurationPolicy(TimeFractionPolicy):
         if index.size == 0:
             return {}
         remaining = np.array([j.progress.iterations_left or 0.0 for j in jobs])
-        runnable = index.runnable
-        speed_rows = -index.per_job(index.rates, runnable_only=True)
+        need = remaining[index.runnable]
         cap_rows, cap_rhs = index.capacity_rows(capacity)
-        a_ub = sp.vstack([speed_rows, cap_rows], format="csr")
-        need = remaining[runnable]
+
+        @cache
+        def a_ub() -> sp.csr_matrix:
+            """The rows θ_j·x_j ≥ r_j/T and capacity: built only when an LP is solved (on
+            one GPU type, only for a horizon within a hair of T*)."""
+            return sp.vstack([-index.per_job(index.rates, runnable_only=True), cap_rows],
+                             format="csr")
 
         shortest = self._shortest_horizon(index, a_ub, need, cap_rhs)
         # (an interior-point backend — ECOS, the artifact's — returns another feasible point)
@@ -54,7 +59,7 @@ class MinTotalDurationPolicy(TimeFractionPolicy):
             if one_type and horizon > shortest * (1 + _SOLVE_BAND):
                 return least_fractions(need, horizon, index.rates)
             b_ub = np.concatenate([-need / horizon, cap_rhs])
-            problem = LinearProgram(c=np.zeros(index.size), A_ub=a_ub, b_ub=b_ub, lb=0.0,
+            problem = LinearProgram(c=np.zeros(index.size), A_ub=a_ub(), b_ub=b_ub, lb=0.0,
                                     ub=1.0, name="min_total_duration")
             solution = solve_timed(problem, self.config, self.stats)
             return solution.x if solution.ok else None
@@ -64,7 +69,8 @@ class MinTotalDurationPolicy(TimeFractionPolicy):
             x = bisect(feasible, None)
         return {} if x is None else index.to_allocation(jobs, x)
 
-    def _shortest_horizon(self, index: FractionIndex, a_ub: sp.csr_matrix, need: np.ndarray,
+    def _shortest_horizon(self, index: FractionIndex, a_ub: Callable[[], sp.csr_matrix],
+                          need: np.ndarray,
                           cap_rhs: np.ndarray) -> float | None:
         """T* = 1 / max u with θ_j·x_j ≥ r_j·u (u ≤ 1/100 s: the search looks no lower);
         None when the solver gives no answer (the search then solves every midpoint).
@@ -77,7 +83,7 @@ class MinTotalDurationPolicy(TimeFractionPolicy):
         u_col = sp.csr_matrix(np.concatenate([need, np.zeros(len(cap_rhs))])[:, None])
         c = np.zeros(index.size + 1)
         c[-1] = 1.0
-        problem = LinearProgram(c=c, A_ub=sp.hstack([a_ub, u_col], format="csr"),
+        problem = LinearProgram(c=c, A_ub=sp.hstack([a_ub(), u_col], format="csr"),
                                 b_ub=np.concatenate([np.zeros(len(need)), cap_rhs]), lb=0.0,
                                 ub=np.append(np.ones(index.size), 1.0 / _LOWEST_S),
                                 maximize=True, name="min_total_duration_horizon")
