@@ -459,18 +459,15 @@ class TraceSimulator:
             self.rounds += 1
         boundary = self._round_start + self.round_s
         now = self.now
-        # (the loops below run for every running job at every event: names hoisted, the rate
-        # cache read in line, and ``job.total - job.run`` written out for ``job.remaining``)
+        # (the loops below run for every running job at every event: names hoisted, and
+        # ``job.total - job.run`` written out where ``job.remaining`` would be a call)
         target = min(boundary, self._next_arrival_time())
+        held_rate = self._held_rate
         running = []
         for job in self._active:
             if not job.held:
                 continue
-            cached = job.held_rate
-            if cached is not None and cached[0] is job.held and cached[1] is job.profile:
-                rate = cached[2]
-            else:
-                rate = self._held_rate(job)
+            rate = held_rate(job)
             running.append((job, rate))
             if (ends := now + job.overhead_left_s + (job.total - job.run) / rate) < target:
                 target = ends
