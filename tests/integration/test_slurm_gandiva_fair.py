@@ -106,27 +106,34 @@ def test_ticket_shares_through_real_slurm_actions(cluster: Cluster, tmp_path: Pa
     assert state is not None and len(state["home"]) == 8 and state["quanta"] >= quanta
 
     # -- dry run on a saved snapshot == what the daemon then does ----------------------------
-    time.sleep(QUANTUM_S + 1)     # the next round is a quantum step for both
-
     def youngest_run_s() -> float:
         starts = [v["start_time"] for j, v in cluster.jobs().items()
                   if j in account and v["job_state"] == "RUNNING"]
         return time.time() - max(starts, default=0)
 
-    # ... once every running job has had its quantum: under load Slurm starts a released job
-    # seconds after the release, and the policy rightly keeps one that ran less than its
-    # quantum (seen in CI: both jobs started 3 s late, 5.7 s run, no switch planned)
-    cluster.wait_for("every running job past a quantum", lambda: youngest_run_s() >= QUANTUM_S + 1,
-                     60)
     cli = [sys.executable, "-m", "gpufair.cli.main"]
-    snap = cluster.run(*cli, "snapshot", "--slurm", "--config", str(config))
-    (tmp_path / "snap.json").write_text(snap.stdout)
-    dry = json.loads(cluster.run(*cli, "dry-run", str(tmp_path / "snap.json"), "--config",
-                                 str(config), "--store", str(store_path), "--json").stdout)
-    assert dry["actions"], "a new quantum switches jobs"
-    rounds_before = len(Store(store_path).rounds())
-    cluster.run(*cli, "serve", "--config", str(config), "--rounds", "1")
-    real = [e for e in Store(store_path).journal() if e.round_id > rounds_before]
-    assert [(type(e.action).__name__, e.action.job_id, list(getattr(e.action, "gpu_ids", ())))
-            for e in real] == \
-        [(a["kind"], a["job_id"], a["gpu_ids"]) for a in dry["actions"]]
+    switched = 0
+    # A quantum may rightly keep every server's job (stride on a server runs A's job 3 quanta
+    # in 4: about one quantum in ten switches nothing, seen in CI), so up to three quanta are
+    # compared, each one fully, until one of them switches jobs.
+    for _ in range(3):
+        time.sleep(QUANTUM_S + 1)     # the next round is a quantum step for both
+        # ... once every running job has had its quantum: under load Slurm starts a released
+        # job seconds after the release, and the policy rightly keeps one that ran less than
+        # its quantum (seen in CI: both jobs started 3 s late, 5.7 s run, no switch planned)
+        cluster.wait_for("every running job past a quantum",
+                         lambda: youngest_run_s() >= QUANTUM_S + 1, 60)
+        snap = cluster.run(*cli, "snapshot", "--slurm", "--config", str(config))
+        (tmp_path / "snap.json").write_text(snap.stdout)
+        dry = json.loads(cluster.run(*cli, "dry-run", str(tmp_path / "snap.json"), "--config",
+                                     str(config), "--store", str(store_path), "--json").stdout)
+        rounds_before = len(Store(store_path).rounds())
+        cluster.run(*cli, "serve", "--config", str(config), "--rounds", "1")
+        real = [e for e in Store(store_path).journal() if e.round_id > rounds_before]
+        assert [(type(e.action).__name__, e.action.job_id,
+                 list(getattr(e.action, "gpu_ids", ()))) for e in real] == \
+            [(a["kind"], a["job_id"], a["gpu_ids"]) for a in dry["actions"]]
+        if dry["actions"]:
+            switched += 1
+            break
+    assert switched, "one of three quanta switches jobs"
