@@ -2,9 +2,10 @@
 
 A live resource manager can hide a job for a round (Slurm has yet to start a job gpufair
 released onto a server whose state cannot be told, a record there unreadable: the adapter
-leaves the job out and drains the server for that round). The policy used to forget the job (and unhome every job
-of that server): they came back as newcomers at the minimum pass. The oracle is the same
-rounds with nothing hidden, on a stand-in cluster where jobs run where the plans put them.
+leaves the job out and drains the server for that round). The policy used to forget the job
+(and unhome every job of that server): they came back as newcomers at the minimum pass. The
+oracle is the same rounds with nothing hidden, on a stand-in cluster where jobs run where the
+plans put them.
 """
 
 from __future__ import annotations
