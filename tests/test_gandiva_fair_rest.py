@@ -1,10 +1,11 @@
 """Gandiva_fair keeps a job's home, pass and selection through a round it cannot see.
 
 A live resource manager can hide a job for a round (Slurm has yet to start a job gpufair
-released onto a server where a requeue is still settling: the adapter leaves the job out and
-drains the server for that round). The policy used to forget the job (and unhome every job
-of that server): they came back as newcomers at the minimum pass. The oracle is the same
-rounds with nothing hidden, on a stand-in cluster where jobs run where the plans put them.
+released onto a server whose state cannot be told, a record there unreadable: the adapter
+leaves the job out and drains the server for that round). The policy used to forget the job
+(and unhome every job of that server): they came back as newcomers at the minimum pass. The
+oracle is the same rounds with nothing hidden, on a stand-in cluster where jobs run where the
+plans put them.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def _tables(pol) -> dict:
 
 def _hidden(state: ClusterState, job_id: str, server: str) -> ClusterState:
     """``job_id`` out of the snapshot and ``server`` drained, as the Slurm adapter shows a
-    job it released onto a server where a requeue is still settling."""
+    job it released onto a server whose state cannot be told."""
     return replace(state, jobs=tuple(j for j in state.jobs if j.id != job_id),
                    nodes=tuple(replace(n, state=NodeState.DRAIN) if n.name == server else n
                                for n in state.nodes))

@@ -195,10 +195,13 @@ class SlurmAdapter:
         # (jobs of other partitions, or submitted before the plugin, are Slurm's business).
         # A marked job gpufair already released is committed to the nodes it was pinned to:
         # the policy sees it running there (it got its GPUs; Slurm starts it at its next
-        # pass), so no policy forgets it or plans it twice. Where that cannot be told (a
-        # pinned node not up, e.g. a requeue settling there) or it no longer fits there
-        # (reconcile holds it again) it leaves the plan and its nodes are not offered to
-        # anybody else this round.
+        # pass), so no policy forgets it or plans it twice. That holds while a requeue is
+        # still settling on a pinned node: the job is shown running there, on a node not
+        # usable this round, so the guards leave it and its GPUs as they are. Where it
+        # cannot be told (a pinned node unknown, or held back for an unreadable or
+        # contradictory record) or it cannot start there (too few GPUs left, a node down or
+        # drained in Slurm: reconcile holds it again, to be planned anew) it leaves the plan
+        # and its nodes are not offered to anybody else this round.
         placed = starting_places(view)
         keep = []
         blocked: set[str] = set()
@@ -270,15 +273,17 @@ class SlurmAdapter:
         Slurm starts the jobs gpufair does not manage whenever it likes: one may take GPUs
         of a node between the snapshot a round planned on and the release of a job pinned
         there. Left alone, that job would wait as long as the other runs (each round
-        showing it running where it cannot start) and never be planned again."""
+        showing it running where it cannot start) and never be planned again. So would a
+        job pinned to a node that went down or that an admin drained: Slurm starts nothing
+        there until the node is back."""
         rehold = False
         for job_id in stranded(view):
             rehold = True
             result = self.hold(view.jobs[job_id].record_id)
             if result.ok:
-                log.warning("job %s was released onto %s, where jobs gpufair does not "
-                            "manage took its GPUs: held again to be placed anew", job_id,
-                            ",".join(view.jobs[job_id].pinned),
+                log.warning("job %s was released onto %s, where it cannot start (a node "
+                            "down or drained, or its GPUs taken): held again to be placed "
+                            "anew", job_id, ",".join(view.jobs[job_id].pinned),
                             extra={"fields": {"event": "stranded", "job": job_id}})
             else:
                 log.warning("job %s cannot start where it was released, not held again: "
@@ -571,9 +576,18 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
     """Where each managed job gpufair released (pending, not held, pinned) will start: GPUs
     of its pinned nodes that jobs gpufair does not schedule (``Node.unavailable``), running
     jobs and the released jobs before it leave free, lowest index first (Slurm places by
-    count: the indices are the model's, Slurm picks its own). ``()`` when they have too few
-    (it cannot start there); None when a pinned node is unknown or not up (it may start once
-    the node is back: nothing to tell)."""
+    count: the indices are the model's, Slurm picks its own).
+
+    A pinned node where a job is settling (COMPLETING: typically the one gpufair requeued
+    to make room for this one) counts as up: the job starts there once it is gone, on the
+    GPUs it frees. Jobs gpufair does not schedule are not told apart there this round
+    (sinfo counts the settling job's GPUs in use until it is gone); the next round does.
+
+    ``()`` when the job cannot start there: too few GPUs left, or a pinned node that Slurm
+    itself shows down or drained (it starts nothing there until an admin or the node brings
+    it back, which may be never). None when a pinned node is unknown or held back for what
+    cannot be told (a record that could not be read, records that contradict each other):
+    nothing to tell this round."""
     nodes = {n.name: n for n in view.state.nodes}
     taken = {g for job in view.state.jobs for g in job.gpus_held}
     out: dict[str, tuple[str, ...] | None] = {}
@@ -582,7 +596,12 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
         if not starting(info) or not info.pinned:
             continue
         pinned = [nodes.get(name) for name in dict.fromkeys(info.pinned)]
-        if any(n is None or n.state is not NodeState.UP for n in pinned):
+        if any(n is not None and n.state is not NodeState.UP and n.name not in view.held_back
+               for n in pinned):
+            out[job.id] = ()
+            continue
+        if any(n is None or (n.state is not NodeState.UP
+                             and n.name not in view.settling_nodes) for n in pinned):
             out[job.id] = None
             continue
         free = [[g for g in n.gpu_ids() if g not in taken] for n in pinned if n is not None]
@@ -605,6 +624,7 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
 
 
 def stranded(view: SlurmView) -> list[str]:
-    """Managed jobs gpufair released whose pinned nodes (all up) no longer have the GPUs they
-    ask: taken by jobs gpufair does not schedule or held by running jobs."""
+    """Managed jobs gpufair released that cannot start where they are pinned: their nodes no
+    longer have the GPUs they ask (taken by jobs gpufair does not schedule or held by running
+    jobs), or one of them is down or drained in Slurm (see :func:`starting_places`)."""
     return [job_id for job_id, gpus in starting_places(view).items() if gpus == ()]

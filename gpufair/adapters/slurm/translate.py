@@ -119,6 +119,13 @@ class SlurmView:
     #: pending jobs that may not start yet (their owner's hold, a dependency), with why: not
     #: in the state (no demand to serve), shown by the dry run so nobody has to guess
     waiting: tuple[tuple[Job, str], ...] = ()
+    #: nodes Slurm shows up that ``state`` shows drained for this round: their GPUs are in
+    #: transition or cannot be told. Any other node not up there is Slurm's own word (down,
+    #: drained by an admin): Slurm starts nothing on it until it is back
+    held_back: frozenset[str] = frozenset()
+    #: those of ``held_back`` whose only reason is a job settling there: up again in seconds,
+    #: and their GPUs are known (the settling job's are free once it is gone)
+    settling_nodes: frozenset[str] = frozenset()
 
 
 class Malformed(ValueError):
@@ -301,11 +308,12 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
     jobs: list[Job] = []
     infos: dict[str, SlurmJobInfo] = {}
     settling: list[str] = []
+    settling_nodes: set[str] = set()
     for p in parsed:
         job, info = p.job, p.info
         if info.raw_state == "COMPLETING":
             settling.append(job.id)
-            blocked.update(info.nodes)
+            settling_nodes.update(info.nodes)
             continue
         if lost := sorted(unreadable.intersection(info.nodes)):
             # what it holds there cannot be told: no action on it, none on its GPUs
@@ -318,13 +326,17 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
                             f"({', '.join(info.nodes)}); its GPUs there stay blocked")
         jobs.append(job)
         infos[job.id] = info
-    nodes = _foreign_gpus(block_nodes(nodes, blocked), jobs, site, problems, source)
+    up = {n.name for n in nodes if n.state is NodeState.UP}
+    nodes = _foreign_gpus(block_nodes(nodes, blocked | settling_nodes), jobs, site, problems,
+                          source)
     tenants = sorted({j.tenant for j in jobs})
     types = sorted({n.gpu_type for n in nodes})
     state = ClusterState(time_s=now, nodes=tuple(nodes), jobs=tuple(jobs),
                          tenants=tuple(Tenant(t) for t in tenants),
                          gpu_types=tuple(GpuType(t) for t in types))
-    return SlurmView(state, infos, tuple(problems), tuple(settling), tuple(waiting))
+    return SlurmView(state, infos, tuple(problems), tuple(settling), tuple(waiting),
+                     held_back=frozenset(up & (blocked | settling_nodes)),
+                     settling_nodes=frozenset((up & settling_nodes) - blocked))
 
 
 @dataclass(frozen=True)
