@@ -228,6 +228,54 @@ def test_scaled_objective_reports_the_models_own_objective(scale):
     assert found.duals == pytest.approx([2.0 * scale])  # y's 2 per unit of the row
 
 
+@pytest.mark.parametrize("scale", [3e-7, 1.0, 7e4])
+def test_highs_own_objective_scale_reports_the_models_own_answer(scale, monkeypatch):
+    """HiGHS scales the costs itself (``user_objective_scale``) and hands back the model's own
+    objective, point and duals: the option reaches it, and nothing is left in its units.
+    (Not at 1e-9: 16 times such costs is still under the dual tolerance, and highspy 1.12
+    returns any feasible point there. That is what ``scale_objective``'s retry is for.)"""
+    import gpufair.policy.solver as module
+
+    made = []
+    real = module._new_highs
+
+    def recording():
+        made.append(real())
+        return made[-1]
+
+    monkeypatch.setattr(module, "_new_highs", recording)
+    found = solve(_tiny_cost_lp(scale), SolveOptions(backend="highs", highs_objective_scale=4))
+    values = [h.getOptionValue("user_objective_scale") for h in made]   # (status, value) in
+    assert [v[-1] if isinstance(v, tuple) else v for v in values] == [4]  # newer highspy
+    assert found.status is Status.OPTIMAL
+    assert found.x == pytest.approx([3.0, 1.0, 0.0])
+    assert found.objective == pytest.approx(16.0 * scale, rel=1e-12)
+    assert found.duals == pytest.approx([2.0 * scale])
+
+
+def test_the_policy_solves_its_relaxation_with_highs_own_scale_and_the_milp_without(
+        monkeypatch):
+    """The count relaxation goes to HiGHS with its costs times 2**4 (docs: the constant's
+    measurements); the MILP, when it runs, does not."""
+    import gpufair.policy.shockwave.policy as module
+
+    real = module.solve
+    calls = []
+
+    def spy(problem, options):
+        calls.append((problem.is_mip, options.highs_objective_scale))
+        if not problem.is_mip:   # force the MILP too: the relaxation "fails"
+            real(problem, options)
+            return Solution(Status.ERROR, None, None, "highs", 0.0, message="Unknown")
+        return real(problem, options)
+
+    _, market = _tiny(1)
+    monkeypatch.setattr(module, "solve", spy)
+    _policy(window_rounds=4, makespan_weight=2.0)._counts(market)
+    assert calls == [(False, module._LP_OBJECTIVE_SCALE), (False, 0), (True, 0)]
+    assert module._LP_OBJECTIVE_SCALE == 4
+
+
 def test_scaled_objective_changes_nothing_but_the_units_on_a_milp():
     problem = _tiny_cost_lp(2e-8)
     problem = LinearProgram(c=problem.c, A_ub=problem.A_ub, b_ub=np.array([3.5]), lb=0.0,

@@ -482,7 +482,9 @@ def test_shape_validation(kwargs: dict[str, object], match: str) -> None:
     ("kwargs", "match"),
     [({"backend": "cplex"}, "backend"), ({"time_limit_s": 0}, "time_limit_s"),
      ({"mip_gap": -1}, "mip_gap"), ({"threads": 0}, "threads"), ({"seed": -1}, "seed"),
-     ({"lp_method": "barrier"}, "lp_method"), ({"warm_start": np.ones((2, 2))}, "warm_start")],
+     ({"lp_method": "barrier"}, "lp_method"), ({"warm_start": np.ones((2, 2))}, "warm_start"),
+     ({"highs_objective_scale": -1}, "highs_objective_scale"),
+     ({"highs_objective_scale": 21}, "highs_objective_scale")],
 )
 def test_option_validation(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):

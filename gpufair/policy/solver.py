@@ -288,6 +288,11 @@ class SolveOptions:
     #: welfare at 300 jobs, costs 2e-8 to 4e-5). Opt-in, and best kept for a retry: on the
     #: LPs that solve either way it made HiGHS's simplex 2-10x slower for the same optimum.
     scale_objective: bool = False
+    #: HiGHS only: its ``user_objective_scale`` (costs times 2**k inside HiGHS, which hands
+    #: back the original's objective, point and duals). A modest fixed k, unlike the above,
+    #: lifts costs of 1e-11 to 1e-5 off the dual tolerance without making the simplex's
+    #: iterations dearer: see Shockwave's ``_LP_OBJECTIVE_SCALE``. 0: HiGHS's own scaling.
+    highs_objective_scale: int = 0
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -298,6 +303,9 @@ class SolveOptions:
             raise ValueError(f"time_limit_s must be > 0, got {self.time_limit_s}")
         if self.mip_gap is not None and not self.mip_gap >= 0:
             raise ValueError(f"mip_gap must be >= 0, got {self.mip_gap}")
+        if not 0 <= self.highs_objective_scale <= 20:
+            raise ValueError("highs_objective_scale must be in 0..20, got "
+                             f"{self.highs_objective_scale}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         if not 0 <= self.seed <= 2_000_000_000:
@@ -654,6 +662,8 @@ def _solve_highs(problem: LinearProgram, opts: SolveOptions) -> _Raw:
         h.setOptionValue("mip_rel_gap", float(opts.mip_gap))
     if not problem.is_mip and opts.lp_method != "default":
         h.setOptionValue("solver", opts.lp_method)
+    if opts.highs_objective_scale:
+        h.setOptionValue("user_objective_scale", int(opts.highs_objective_scale))
     if problem.is_mip and opts.warm_start is not None:
         # A start HiGHS cannot use (e.g. infeasible) is just ignored by it, as documented.
         h.setSolution(n, np.arange(n, dtype=np.int32), opts.warm_start)

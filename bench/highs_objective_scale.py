@@ -1,0 +1,110 @@
+"""Shockwave's count relaxation on HiGHS: solver time by objective scale (``user_objective_scale``).
+
+    python bench/highs_objective_scale.py [--sizes 900/256,2000/512] [--time-limit 60]
+                                          [--scales 0,3,4,6]
+
+Runs Shockwave on the generated trace of each size (as ``bench/scale.py`` does: clean
+semantics, V100 cluster, seed 0) for at most ``--time-limit`` seconds, keeps every count
+relaxation that went to HiGHS, then solves each of them again with HiGHS's costs times 2**k
+for each k, and prints per k: the total and worst solver seconds, simplex iterations, and the
+largest relative objective difference to k = 0 (the optima must be the same). The policy's
+choice is ``_LP_OBJECTIVE_SCALE`` in ``gpufair/policy/shockwave/policy.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import highspy
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import scale
+
+from gpufair.policy import solver
+from gpufair.policy.solver import LinearProgram
+
+
+def relaxations(jobs: int, gpus: int, limit: float, folder: Path) -> list[LinearProgram]:
+    """The count relaxations a Shockwave run at this size hands to HiGHS."""
+    caught: list[LinearProgram] = []
+    real = solver._BACKEND_FUNCS["highs"]
+
+    def keep(problem: LinearProgram, options: solver.SolveOptions):
+        if problem.name == "shockwave_counts_lp":
+            caught.append(problem)
+        return real(problem, options)
+
+    solver._BACKEND_FUNCS["highs"] = keep
+    try:
+        scale.timed_run(scale.trace_for(jobs, gpus, folder), gpus, "shockwave", limit)
+    finally:
+        solver._BACKEND_FUNCS["highs"] = real
+    return caught
+
+
+def timed(problem: LinearProgram, k: int) -> tuple[float, int, float]:
+    """HiGHS on ``problem`` (an LP with rows A_ub x <= b_ub only) with its costs times 2**k:
+    seconds, simplex iterations, objective."""
+    a = problem.A_ub.tocsc()
+    n = problem.num_vars
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    lb = np.broadcast_to(np.asarray(problem.lb, dtype=float), (n,)).copy()
+    ub = np.broadcast_to(np.asarray(problem.ub, dtype=float), (n,)).copy()
+    h.passModel(n, a.shape[0], a.nnz, int(highspy.MatrixFormat.kColwise),
+                int(highspy.ObjSense.kMaximize if problem.maximize else highspy.ObjSense.kMinimize),
+                problem.constant, problem.c, lb, ub, np.full(a.shape[0], -np.inf), problem.b_ub,
+                a.indptr.astype(np.int32), a.indices.astype(np.int32), a.data,
+                np.zeros(n, dtype=np.int32))
+    h.setOptionValue("user_objective_scale", k)
+    started = time.perf_counter()
+    h.run()
+    elapsed = time.perf_counter() - started
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        raise RuntimeError(f"HiGHS did not solve a relaxation at 2**{k}: "
+                           f"{h.modelStatusToString(h.getModelStatus())}")
+    info = h.getInfo()
+    return elapsed, int(info.simplex_iteration_count), float(info.objective_function_value)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="900/256,2000/512")
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--scales", default="0,3,4,6")
+    args = parser.parse_args()
+    scales = [int(k) for k in args.scales.split(",")]
+    rows = [["size", "LPs", "largest (cols x rows)", "2**k", "solver s", "worst s",
+             "iterations", "max rel. objective diff"]]
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes.split(","):
+            jobs, gpus = (int(v) for v in size.split("/"))
+            lps = relaxations(jobs, gpus, args.time_limit, Path(tmp))
+            if not lps:
+                print(f"{size}: no relaxation went to HiGHS (Gurobi took them all)")
+                continue
+            big = max(lps, key=lambda p: p.num_vars)
+            base = None
+            for k in scales:
+                runs = [timed(p, k) for p in lps]
+                objectives = np.array([r[2] for r in runs])
+                base = objectives if base is None else base
+                diff = float(np.max(np.abs(objectives - base) / np.maximum(np.abs(base), 1e-12)))
+                rows.append([size, str(len(lps)), f"{big.num_vars} x {big.num_constraints}",
+                             str(k), f"{sum(r[0] for r in runs):.2f}",
+                             f"{max(r[0] for r in runs):.3f}", str(sum(r[1] for r in runs)),
+                             f"{diff:.1e}"])
+    print(f"HiGHS {highspy.Highs().version()} on Shockwave's count relaxations"
+          if hasattr(highspy.Highs(), "version") else "HiGHS on Shockwave's count relaxations")
+    print(scale.markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
