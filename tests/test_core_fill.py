@@ -19,7 +19,16 @@ from hypothesis import strategies as st
 from gpufair.adapters.recording import RecordingAdapter
 from gpufair.core.fill import may_fill
 from gpufair.core.round import Round, RoundRules
-from gpufair.model import Assignment, ClusterState, Job, JobState, Node, Plan, Start
+from gpufair.model import (
+    Assignment,
+    ClusterState,
+    Job,
+    JobState,
+    Node,
+    NodeState,
+    Plan,
+    Start,
+)
 from gpufair.plugin.daemon import Daemon, ServiceSettings
 from gpufair.plugin.store import Store
 
@@ -69,6 +78,22 @@ def test_a_preempted_jobs_gpus_are_not_given_away_and_the_simulator_never_fills(
     result = Round(FixedPlan(Plan()), FILL).run(state)
     assert starts(result.actions) == {"w": ("a:2", "a:3")}
     assert starts(Round(FixedPlan(Plan())).run(state).actions) == {}
+
+
+def test_gpus_a_held_back_move_would_have_taken_are_filled():
+    """r runs on a, which is settling (a requeue there is COMPLETING: drained this round). The
+    plan moves r to b; the guard holds that back (r is left where it is for the round), so
+    b is idle all the same, and w, waiting, starts there. Filling before the guards left b to
+    nobody: the held-back move had taken it."""
+    state = ClusterState(0.0, nodes=(Node("a", "v100", 4, state=NodeState.DRAIN),
+                                     Node("b", "v100", 4)), jobs=(
+        running("r", ("a:0", "a:1")), Job("w", gpus=4)))
+    plan = Plan((Assignment("r", ("b:0", "b:1")),))
+    result = Round(FixedPlan(plan), FILL).run(state)
+    assert [(type(d.action).__name__, d.action.job_id) for d in result.deferred] == \
+        [("Migrate", "r")]
+    assert result.actions == [Start("w", ("b:0", "b:1", "b:2", "b:3"))]
+    assert Round(FixedPlan(plan)).run(state).actions == []     # no filling: b idles
 
 
 def test_a_job_the_plan_starts_is_not_started_twice():

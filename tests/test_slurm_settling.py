@@ -149,14 +149,15 @@ def test_a_job_that_will_not_fit_even_once_the_requeue_settled_is_held_again():
 @pytest.mark.parametrize("policy", ["afs", "max_min", "fifo"])
 def test_the_guards_leave_a_job_starting_on_a_settling_node_and_its_gpus_alone(policy):
     """Two more jobs wait; v2 (4 GPUs) is the only usable node. Whatever the policy plans,
-    no action touches J, K or any GPU of v1 (J's among them)."""
+    no action touches J, K or any GPU of v1 (J's among them), and v2 does not idle."""
     site = _settling_site()
     site.submit("4", 2)
     site.submit("5", 4)
     adapter = _adapter(site)
     adapter.reconcile()
     state = adapter.snapshot()
-    result = Round(create_policy(policy, PolicyConfig()), RoundRules(mode="hard"),
+    result = Round(create_policy(policy, PolicyConfig()),
+                   RoundRules(mode="hard", fill_idle=True),          # as the daemon runs
                    enrichers=[with_default_profiles]).run(state)
     j = {x.id: x for x in result.state.jobs}["3"]
     assert (j.state, j.gpus_held) == (JobState.RUNNING, ("v1:2", "v1:3"))
@@ -166,6 +167,9 @@ def test_the_guards_leave_a_job_starting_on_a_settling_node_and_its_gpus_alone(p
     # guard held that back, as it does for any job on a node not usable this round
     assert {d.action.job_id: d.reason for d in result.deferred}["3"] == \
         "its GPUs are on a drained or settling node"
+    # ... and v2, which those held-back moves would have taken, goes to a waiting job
+    assert [(type(a).__name__, a.job_id in ("4", "5")) for a in result.actions] == \
+        [("Start", True)]
     outcomes = adapter.apply(result.actions)
     assert all(o.ok for o in outcomes), [o.detail for o in outcomes]
     assert site.jobs["3"]["priority"] == 1 and site.jobs["3"]["required_nodes"] == "v1"

@@ -7,11 +7,13 @@ leave GPUs to nobody (a gang that did not fit, a job that finished since). Slurm
 start a fitting job on such GPUs at once; holding every job back costs GPU-hours nobody gets
 (issue 12, item 18: idle GPU-seconds while a fitting job waits).
 
-So, after the diff, every GPU that is free, usable and not taken by this round's actions is
-offered to waiting jobs: first those the plan wants running but could not start (their planned
-GPUs are busy), then the rest by the plan's priorities, then in submission order (Slurm's
-FIFO). A filler honours every placement constraint the job asked for (nodes, node count, GPU
-type), and the next preemptive round is free to take its GPUs back like anyone else's.
+So, after the diff and the guards, every GPU that is free, usable and not taken by this
+round's actions is offered to waiting jobs (a move the guards held back, of a job on a node
+being drained or settling, takes nothing): first those the plan wants running but could not
+start (their planned GPUs are busy), then the rest by the plan's priorities, then in
+submission order (Slurm's FIFO). A filler honours every placement constraint the job asked
+for (nodes, node count, GPU type), and the next preemptive round is free to take its GPUs
+back like anyone else's.
 
 Only the daemon fills (``[daemon] fill_idle``): the simulator acts on the plan exactly, as the
 papers' artifacts do, so its figures stay comparable with theirs.

@@ -133,19 +133,28 @@ class Round:
         elapsed = time.perf_counter() - started
         self.policy_s += elapsed
         self.decisions += 1
-        actions = self.diff(state, plan, preemptive)
+        actions, deferred = self._guarded(state, self.diff(state, plan, preemptive))
         if self.rules.fill_idle and self.rules.mode == "hard":
-            actions += fill_idle(state, plan, actions)
-        deferred: list[Deferred] = []
-        if actions:   # a guard only ever holds actions back: with none, each would only scan
-            for guard in self.rules.guards():
-                actions, held = guard(state, actions)
-                deferred += held
+            # after the guards: GPUs a held-back action would have taken (a job on a node
+            # that is settling or drained, planned elsewhere) are idle this round too
+            filled, held = self._guarded(state, fill_idle(state, plan, actions))
+            actions += filled
+            deferred += held
         keys: list[str | None] = []
         if actions:
             jobs = {j.id: j for j in state.jobs}
             keys = [action_key(a, jobs.get(a.job_id)) for a in actions]
         return RoundResult(state, plan, actions, keys, deferred, rows, elapsed, preemptive)
+
+    def _guarded(self, state: ClusterState, actions: list[Action]
+                 ) -> tuple[list[Action], list[Deferred]]:
+        """The actions the guards let through, and those they hold back, with why."""
+        deferred: list[Deferred] = []
+        if actions:   # a guard only ever holds actions back: with none, each would only scan
+            for guard in self.rules.guards():
+                actions, held = guard(state, actions)
+                deferred += held
+        return actions, deferred
 
     def skip(self) -> None:
         """Count a decision its caller knows changes nothing and that the policy does not
