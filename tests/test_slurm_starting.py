@@ -178,13 +178,17 @@ def test_a_released_job_is_shown_running_where_it_will_start():
     assert {j.id: j for j in merged.jobs}["2"].attained_s == pytest.approx(7.0)
 
 
-def test_a_released_job_on_a_node_not_up_is_left_out_and_its_node_blocked():
+def test_a_released_job_on_a_drained_node_is_shown_waiting_to_be_placed_anew():
+    """Slurm starts nothing on a drained node: reconcile holds the job again before the
+    daemon's snapshot; a snapshot taken without it (for a dry run) shows the job waiting all
+    the same, so the dry run plans what the daemon does."""
     slurm = Slurm(slow=True)
     _jobs(slurm)
     slurm.jobs["2"].update(priority=1, state_reason="Priority", required_nodes="v1")
     slurm.flags["v1"] = ["DRAIN"]
     state = SlurmAdapter(slurm, SlurmSettings(), mode="hard").snapshot()
-    assert "2" not in {j.id for j in state.jobs}
+    job = {j.id: j for j in state.jobs}["2"]
+    assert (job.state, job.gpus_held) == (JobState.PENDING, ())
     assert {n.name: n.state for n in state.nodes}["v1"] is NodeState.DRAIN
 
 

@@ -12,6 +12,11 @@ from __future__ import annotations
 from slurm_fake import FakeSlurm
 
 from gpufair.adapters.slurm.adapter import SlurmAdapter, SlurmSettings, stranded
+from gpufair.core.enrich import with_default_profiles
+from gpufair.core.round import Round, RoundRules
+from gpufair.model import Start
+from gpufair.policy.base import PolicyConfig
+from gpufair.policy.registry import create_policy
 
 NODES = {"gpu-k80-1": ("k80", 4), "gpu-k80-2": ("k80", 4)}
 
@@ -58,6 +63,28 @@ def test_a_released_job_whose_node_was_taken_is_held_again():
     state = adapter.snapshot()
     assert "10" in {j.id for j in state.jobs}
     assert {n.name: n.state.name for n in state.nodes}["gpu-k80-1"] == "UP"
+
+
+def test_a_dry_run_without_reconcile_plans_what_the_daemon_does_after_it():
+    """``gpufair snapshot`` reads Slurm without reconcile; the daemon holds the stranded job
+    again first. Both rounds see it waiting and start it on the free node."""
+    def site() -> Site:
+        s = Site()
+        s.released("10", 4, ["gpu-k80-1"])
+        s.used["gpu-k80-1"] = "gpu:k80:1(IDX:2)"       # an unmanaged job took one GPU
+        return s
+
+    def round_on(state):
+        return Round(create_policy("fifo", PolicyConfig()),
+                     RoundRules(mode="hard", fill_idle=True),
+                     enrichers=[with_default_profiles]).run(state).actions
+
+    dry = round_on(SlurmAdapter(site(), SlurmSettings(), mode="hard").snapshot())
+    live = site()
+    assert _reconcile(live) == ["10"]
+    live.jobs["10"].update(priority=0, state_reason="JobHeldAdmin")   # the hold's effect
+    daemon = round_on(SlurmAdapter(live, SlurmSettings(), mode="hard").snapshot())
+    assert dry == daemon == [Start("10", tuple(f"gpu-k80-2:{i}" for i in range(4)))]
 
 
 def test_a_released_job_that_still_fits_is_left_to_start():

@@ -197,11 +197,13 @@ class SlurmAdapter:
         # the policy sees it running there (it got its GPUs; Slurm starts it at its next
         # pass), so no policy forgets it or plans it twice. That holds while a requeue is
         # still settling on a pinned node: the job is shown running there, on a node not
-        # usable this round, so the guards leave it and its GPUs as they are. Where it
-        # cannot be told (a pinned node unknown, or held back for an unreadable or
-        # contradictory record) or it cannot start there (too few GPUs left, a node down or
-        # drained in Slurm: reconcile holds it again, to be planned anew) it leaves the plan
-        # and its nodes are not offered to anybody else this round.
+        # usable this round, so the guards leave it and its GPUs as they are. One that
+        # cannot start there (too few GPUs left, a node down or drained in Slurm) is shown
+        # waiting, as reconcile leaves it (held again) before the daemon's snapshot: the
+        # round plans it anew, and a dry run of a snapshot taken without reconcile plans
+        # what the daemon does. Where it cannot be told (a pinned node unknown, or held back
+        # for an unreadable or contradictory record) it leaves the plan and its nodes are
+        # not offered to anybody else this round.
         placed = starting_places(view)
         keep = []
         blocked: set[str] = set()
@@ -212,6 +214,8 @@ class SlurmAdapter:
                 if gpus:
                     keep.append(replace(job, state=JobState.RUNNING, gpus_held=gpus,
                                         start_s=view.state.time_s))
+                elif gpus == ():
+                    keep.append(job)      # stranded: pending, to be placed anew
                 else:
                     blocked.update(info.pinned)
                 continue
