@@ -25,7 +25,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from gpufair.model import (
     ClusterState,
     JobState,
     Migrate,
+    NodeState,
     Preempt,
     Resize,
     Resume,
@@ -127,7 +128,7 @@ class YarnAdapter:
     sleep: Callable[[float], None] = time.sleep
     last_view: YarnView | None = None
     mode: str = "hard"
-    _granted: dict[str, tuple[str, int, float]] = field(default_factory=dict)
+    _granted: dict[str, tuple[str, tuple[str, ...], float]] = field(default_factory=dict)
     _killed: set[str] = field(default_factory=set)
     _written: dict[str, str] | None = None
     _parent_pct: float | None = None
@@ -236,7 +237,41 @@ class YarnAdapter:
             view = self.view()
         self._fresh_at = None
         self._settle(view)
-        return view.state
+        if self.settings.enforce != "capacity":
+            return view.state
+        placed = self._starting_places(view.state)
+        return view.state.with_jobs(
+            replace(j, state=JobState.RUNNING, gpus_held=placed[j.id], start_s=view.state.time_s)
+            if j.id in placed else j for j in view.state.jobs)
+
+    def _starting_places(self, state: ClusterState) -> dict[str, tuple[str, ...]]:
+        """Where each app gpufair started that YARN has not placed yet is shown running.
+
+        A start grows the tenant's queue at once, but the CapacityScheduler places the app
+        at a NodeManager heartbeat, and the AM then asks for its containers: for seconds (on
+        a busy RM, rounds) the app is ACCEPTED with nothing held. Shown pending there, a
+        round would plan it anew and stateful policies would not count it as running (AFS'
+        ``run_s``, Shockwave's tables); its queue keeps the GPUs all the same. So it is shown
+        running on the GPUs the plan gave it, with no service counted before this round
+        (``start_s`` now) — as Slurm's released jobs are. When others now hold some of those
+        GPUs it takes the lowest free ones; when too few are free (apps gpufair does not
+        schedule took them) it is shown pending, to be planned anew. Only with ``enforce =
+        capacity``: otherwise a start only raises a priority and promises no GPUs."""
+        nodes = [n for n in state.nodes if n.state is NodeState.UP]
+        free = [g for n in nodes for g in n.gpu_ids()]
+        taken = {g for j in state.jobs for g in j.gpus_held}
+        out: dict[str, tuple[str, ...]] = {}
+        for job in state.jobs:
+            grant = self._granted.get(job.id)
+            if grant is None or job.state is not JobState.PENDING:
+                continue
+            planned = grant[1]
+            if len(planned) != job.gpus or any(g in taken or g not in free for g in planned):
+                planned = tuple(g for g in free if g not in taken)[:job.gpus]
+            if len(planned) == job.gpus:
+                taken.update(planned)
+                out[job.id] = planned
+        return out
 
     def _settle(self, view: YarnView) -> None:
         """A grant lasts until its app runs (then it counts as held) or leaves, or expires;
@@ -330,7 +365,7 @@ class YarnAdapter:
                 done.append(self._priority(action.job_id, s.started_priority))
             except RMError as exc:   # a FairScheduler RM: the quota alone must do
                 log.warning("app %s: priority not set: %s", action.job_id, exc)
-        self._granted[action.job_id] = (tenant, len(action.gpu_ids), self.clock())
+        self._granted[action.job_id] = (tenant, tuple(action.gpu_ids), self.clock())
         if s.enforce == "capacity":
             done.append(self._enforce())
         elif self.mode == "hard":
@@ -388,7 +423,7 @@ class YarnAdapter:
                     and job.id not in self._granted:
                 out[job.tenant] = out.get(job.tenant, 0) + len(job.gpus_held)
         for tenant, gpus, _ in self._granted.values():
-            out[tenant] = out.get(tenant, 0) + gpus
+            out[tenant] = out.get(tenant, 0) + len(gpus)
         return out
 
     def _enforce(self, *, check_rm: bool = False) -> str:
