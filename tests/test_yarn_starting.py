@@ -208,3 +208,38 @@ def test_without_capacity_enforcement_a_start_promises_no_gpus() -> None:
         assert (job.state, job.gpus_held) == (JobState.PENDING, ())
     finally:
         server.close()
+
+
+def test_an_app_yarn_places_part_by_part_keeps_its_queue_share() -> None:
+    """The CapacityScheduler places at each node's heartbeat: an app gpufair spread over two
+    nodes first runs on one of them. Its queue must keep the app's whole share (else the
+    rest of it is never placed), and the round sees it running on all of its GPUs."""
+    clock = Clock()
+    cluster = _cluster(clock, late=True)
+    server = RMServer(cluster)
+    try:
+        b0 = cluster.submit("ub", "b", 3)
+        adapter = _adapter(server, clock)
+        adapter.snapshot()
+        assert adapter.apply_one(Start(b0, ("gpu01:0", "gpu01:1", "gpu01:2"))).ok
+        cluster.heartbeat("gpu01:45454")                  # b0: gpu01:0-2
+        a1 = cluster.submit("ua", "a", 2)
+        adapter.snapshot()
+        assert adapter.apply_one(Start(a1, ("gpu01:3", "gpu02:0"))).ok
+        cluster.heartbeat("gpu01:45454")                  # a1: one container, gpu01:3
+        assert (cluster.apps[a1].state, cluster.apps[a1].held_gpus) == ("RUNNING", 1)
+        clock.now += 60.0
+        adapter.reconcile()
+        jobs = {j.id: j for j in adapter.snapshot().jobs}
+        assert cluster.gpu_limit("a") == 2 and cluster.gpu_limit("b") == 3
+        assert (jobs[a1].state, jobs[a1].gpus_held) == (JobState.RUNNING,
+                                                         ("gpu01:3", "gpu02:0"))
+        assert jobs[a1].start_s == clock.now - 60.0       # it runs since it was placed
+        cluster.heartbeat("gpu02:45454")                  # the rest of it
+        assert cluster.apps[a1].held_gpus == 2
+        adapter.reconcile()                               # placed: its GPUs are held now
+        jobs = {j.id: j for j in adapter.snapshot().jobs}
+        assert jobs[a1].gpus_held == ("gpu01:3", "gpu02:0")
+        assert (cluster.gpu_limit("a"), cluster.gpu_limit("b")) == (2, 3)
+    finally:
+        server.close()

@@ -306,16 +306,18 @@ class Cluster:
             if not self.heartbeats:
                 self._place()
 
-    def heartbeat(self) -> None:
+    def heartbeat(self, node: str | None = None) -> None:
         """The NodeManagers' heartbeats (``heartbeats`` mode): the CapacityScheduler places
         pending asks only on these, never on a REST request or a ``scheduler-conf`` change
         (specs/yarn_rm_rest.md §9), so an app whose queue was grown stays ACCEPTED, holding
-        nothing, until the next one."""
+        nothing, until the next one. ``node`` (an id): that node's heartbeat alone, which
+        places containers on it only, as many as fit there and in the queue — an app
+        spread over nodes is placed part by part, one heartbeat each."""
         with self.lock:
             self.tick()
-            self._place()
+            self._place(node)
 
-    def _place(self) -> None:
+    def _place(self, node: str | None = None) -> None:
         self.dirty = False
         free = {nid: n.gpus - sum(c.gpus for a in self.apps.values() for c in a.placed
                                   if c.node == nid)
@@ -331,19 +333,19 @@ class Cluster:
             app = min(waiting, key=lambda a, used=used: self._order(a, used))
             tried.add(app.id)
             need = app.outstanding * app.gpus_per_container
-            if used.get(app.queue, 0) + need > self.gpu_limit(app.queue):
+            if node is not None:    # one node's heartbeat: what fits there, gang or not
+                fits = min(app.outstanding, free.get(node, 0) // app.gpus_per_container,
+                           (self.gpu_limit(app.queue) - used.get(app.queue, 0))
+                           // app.gpus_per_container)
+                plan = [node] * max(0, fits)
+                if not plan:
+                    continue
+            elif used.get(app.queue, 0) + need > self.gpu_limit(app.queue):
                 continue
-            plan: list[str] = []
-            room = dict(free)
-            for _ in range(app.outstanding):
-                nid = next((n for n in sorted(room) if room[n] >= app.gpus_per_container),
-                           None)
-                if nid is None:
-                    break
-                room[nid] -= app.gpus_per_container
-                plan.append(nid)
-            if len(plan) < app.outstanding:
-                continue            # the gang does not fit: nothing of it is placed
+            else:
+                plan = self._gang(app, free)
+                if len(plan) < app.outstanding:
+                    continue        # the gang does not fit: nothing of it is placed
             now_ms = int(self.clock() * 1000)
             attempt = len(app.placed)
             for k, nid in enumerate(plan):
@@ -354,6 +356,20 @@ class Cluster:
             if app.state == "ACCEPTED":
                 app.state = "RUNNING"
                 app.launch_ms = now_ms
+
+    @staticmethod
+    def _gang(app: EmuApp, free: dict[str, int]) -> list[str]:
+        """Nodes for all of the app's outstanding containers, lowest first (short when they
+        do not all fit)."""
+        plan: list[str] = []
+        room = dict(free)
+        for _ in range(app.outstanding):
+            nid = next((n for n in sorted(room) if room[n] >= app.gpus_per_container), None)
+            if nid is None:
+                break
+            room[nid] -= app.gpus_per_container
+            plan.append(nid)
+        return plan
 
     def _order(self, app: EmuApp, used: dict[str, int]) -> tuple:
         """Least-served queue first (used / its GPU limit), then priority, then age."""

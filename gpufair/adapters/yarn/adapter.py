@@ -241,45 +241,50 @@ class YarnAdapter:
             return view.state
         placed = self._starting_places(view.state)
         return view.state.with_jobs(
-            replace(j, state=JobState.RUNNING, gpus_held=placed[j.id], start_s=view.state.time_s)
+            replace(j, state=JobState.RUNNING, gpus_held=j.gpus_held + placed[j.id],
+                    start_s=j.start_s if j.gpus_held else view.state.time_s)
             if j.id in placed else j for j in view.state.jobs)
 
     def _starting_places(self, state: ClusterState) -> dict[str, tuple[str, ...]]:
-        """Where each app gpufair started that YARN has not placed yet is shown running.
+        """The GPUs each app gpufair started is shown on beyond those YARN placed it on.
 
-        A start grows the tenant's queue at once, but the CapacityScheduler places the app
-        at a NodeManager heartbeat, and the AM then asks for its containers: for seconds (on
-        a busy RM, rounds) the app is ACCEPTED with nothing held. Shown pending there, a
-        round would plan it anew and stateful policies would not count it as running (AFS'
-        ``run_s``, Shockwave's tables); its queue keeps the GPUs all the same. So it is shown
-        running on the GPUs the plan gave it, with no service counted before this round
-        (``start_s`` now) — as Slurm's released jobs are. When others now hold some of those
-        GPUs it takes the lowest free ones; when too few are free (apps gpufair does not
-        schedule took them) it is shown pending, to be planned anew. Only with ``enforce =
-        capacity``: otherwise a start only raises a priority and promises no GPUs."""
+        A start grows the tenant's queue at once, but the CapacityScheduler places at
+        NodeManager heartbeats: for seconds (on a busy RM, rounds) the app is ACCEPTED with
+        nothing held, then, spread over nodes, RUNNING on those whose heartbeat came first.
+        Shown as the RM shows it, a round would plan it anew and stateful policies would not
+        count it as running (AFS' ``run_s``, Shockwave's tables), though its queue keeps its
+        GPUs. So it is shown running on all of its GPUs: those it holds, and for the rest
+        the plan's where still free, else the lowest free; no service is counted before this
+        round when it holds nothing yet (``start_s`` now) — as Slurm's released jobs are.
+        When too few are free (apps gpufair does not schedule took them) it is shown as the
+        RM shows it, to be planned anew. Only with ``enforce = capacity``: otherwise a start
+        only raises a priority and promises no GPUs."""
         nodes = [n for n in state.nodes if n.state is NodeState.UP]
         free = [g for n in nodes for g in n.gpu_ids()]
         taken = {g for j in state.jobs for g in j.gpus_held}
         out: dict[str, tuple[str, ...]] = {}
         for job in state.jobs:
             grant = self._granted.get(job.id)
-            if grant is None or job.state is not JobState.PENDING:
+            missing = job.gpus - len(job.gpus_held)
+            if grant is None or missing <= 0:
                 continue
-            planned = grant[1]
-            if len(planned) != job.gpus or any(g in taken or g not in free for g in planned):
-                planned = tuple(g for g in free if g not in taken)[:job.gpus]
-            if len(planned) == job.gpus:
-                taken.update(planned)
-                out[job.id] = planned
+            spare = [g for g in free if g not in taken]
+            extra = tuple(dict.fromkeys([g for g in grant[1] if g in spare] + spare))[:missing]
+            if len(extra) == missing:
+                taken.update(extra)
+                out[job.id] = extra
         return out
 
     def _settle(self, view: YarnView) -> None:
-        """A grant lasts until its app runs (then it counts as held) or leaves, or expires;
-        kills of the last round show in the view now."""
+        """A grant lasts until its app holds all its GPUs (then they count as held) or
+        leaves, or expires; kills of the last round show in the view now. Not merely until
+        it runs: YARN places an app spread over nodes part by part (one NodeManager
+        heartbeat each), and a queue shrunk to what the app held after the first part would
+        never let the rest in."""
         now = self.clock()
-        pending = {j.id for j in view.state.jobs if j.state is JobState.PENDING}
+        short = {j.id for j in view.state.jobs if len(j.gpus_held) < j.gpus}
         self._granted = {k: g for k, g in self._granted.items()
-                         if k in pending and now - g[2] < self.settings.grant_ttl_s}
+                         if k in short and now - g[2] < self.settings.grant_ttl_s}
         self._killed.clear()
 
     def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:
