@@ -13,6 +13,9 @@ Quirks reproduced on purpose (§1.2, §1.3): ``null`` for empty lists, repeated 
 in ``resourceSecondsMap``, numbers as strings in the mapped DAOs (containers, scheduler-conf),
 RemoteException bodies, plain-text bodies on several write errors, 202 + Location on a kill.
 Failure injection: :meth:`Cluster.inject` (an HTTP status, a dropped connection, a delay).
+Placement runs on every request by default (the RM at its fastest); ``heartbeats=True`` makes
+it wait for :meth:`Cluster.heartbeat`, as the CapacityScheduler waits for NodeManager
+heartbeats, so that what the RM shows between a decision and its effect can be tested.
 """
 
 from __future__ import annotations
@@ -162,7 +165,8 @@ class Cluster:
     def __init__(self, nodes: list[EmuNode], queues: dict[str, tuple[float, float]], *,
                  mutable_conf: bool = True, max_priority: int = 20, scheduler: str = "capacity",
                  clock: Callable[[], float] = time.time, kill_ticks: int = 1,
-                 auth: str = "none", rest_submit: bool = True) -> None:
+                 auth: str = "none", rest_submit: bool = True,
+                 heartbeats: bool = False) -> None:
         self.lock = threading.RLock()
         self.nodes = {n.id: n for n in nodes}
         self.queues: dict[str, Queue] = {"root": Queue("root", 100.0, 100.0)}
@@ -181,6 +185,7 @@ class Cluster:
         self.kill_ticks = kill_ticks
         self.auth = auth
         self.rest_submit = rest_submit
+        self.heartbeats = heartbeats
         self.active: str | None = None      # id of the active RM; None: no active RM
         self.servers: dict[str, RMServer] = {}
         self.faults: list[Fault] = []
@@ -277,7 +282,8 @@ class Cluster:
     def tick(self) -> None:
         """Time passes: usage accrues, lifetimes expire, kills complete, pending asks are
         placed (gang by gang) where the queue's maximum capacity and free GPUs allow,
-        least-served queue first, then priority, then submission order."""
+        least-served queue first, then priority, then submission order — at once, unless
+        ``heartbeats`` (then only at :meth:`heartbeat`)."""
         with self.lock:
             now = self.clock()
             dt = max(0.0, now - self._last_tick)
@@ -297,9 +303,21 @@ class Cluster:
                     app = self.apps[app_id]
                     self._end(app, "KILLED", "KILLED", app.diagnostics or
                               f"Application {app_id} was killed by user")
-            self._place()
+            if not self.heartbeats:
+                self._place()
 
-    def _place(self) -> None:
+    def heartbeat(self, node: str | None = None) -> None:
+        """The NodeManagers' heartbeats (``heartbeats`` mode): the CapacityScheduler places
+        pending asks only on these, never on a REST request or a ``scheduler-conf`` change
+        (specs/yarn_rm_rest.md §9), so an app whose queue was grown stays ACCEPTED, holding
+        nothing, until the next one. ``node`` (an id): that node's heartbeat alone, which
+        places containers on it only, as many as fit there and in the queue — an app
+        spread over nodes is placed part by part, one heartbeat each."""
+        with self.lock:
+            self.tick()
+            self._place(node)
+
+    def _place(self, node: str | None = None) -> None:
         self.dirty = False
         free = {nid: n.gpus - sum(c.gpus for a in self.apps.values() for c in a.placed
                                   if c.node == nid)
@@ -315,19 +333,19 @@ class Cluster:
             app = min(waiting, key=lambda a, used=used: self._order(a, used))
             tried.add(app.id)
             need = app.outstanding * app.gpus_per_container
-            if used.get(app.queue, 0) + need > self.gpu_limit(app.queue):
+            if node is not None:    # one node's heartbeat: what fits there, gang or not
+                fits = min(app.outstanding, free.get(node, 0) // app.gpus_per_container,
+                           (self.gpu_limit(app.queue) - used.get(app.queue, 0))
+                           // app.gpus_per_container)
+                plan = [node] * max(0, fits)
+                if not plan:
+                    continue
+            elif used.get(app.queue, 0) + need > self.gpu_limit(app.queue):
                 continue
-            plan: list[str] = []
-            room = dict(free)
-            for _ in range(app.outstanding):
-                nid = next((n for n in sorted(room) if room[n] >= app.gpus_per_container),
-                           None)
-                if nid is None:
-                    break
-                room[nid] -= app.gpus_per_container
-                plan.append(nid)
-            if len(plan) < app.outstanding:
-                continue            # the gang does not fit: nothing of it is placed
+            else:
+                plan = self._gang(app, free)
+                if len(plan) < app.outstanding:
+                    continue        # the gang does not fit: nothing of it is placed
             now_ms = int(self.clock() * 1000)
             attempt = len(app.placed)
             for k, nid in enumerate(plan):
@@ -338,6 +356,20 @@ class Cluster:
             if app.state == "ACCEPTED":
                 app.state = "RUNNING"
                 app.launch_ms = now_ms
+
+    @staticmethod
+    def _gang(app: EmuApp, free: dict[str, int]) -> list[str]:
+        """Nodes for all of the app's outstanding containers, lowest first (short when they
+        do not all fit)."""
+        plan: list[str] = []
+        room = dict(free)
+        for _ in range(app.outstanding):
+            nid = next((n for n in sorted(room) if room[n] >= app.gpus_per_container), None)
+            if nid is None:
+                break
+            room[nid] -= app.gpus_per_container
+            plan.append(nid)
+        return plan
 
     def _order(self, app: EmuApp, used: dict[str, int]) -> tuple:
         """Least-served queue first (used / its GPU limit), then priority, then age."""
@@ -1019,7 +1051,8 @@ class _Handler(BaseHTTPRequestHandler):
             cluster.queues = proposed
             cluster.conf_version += 1
             cluster.conf_log.append(body)
-            cluster._place()
+            if not cluster.heartbeats:
+                cluster._place()
             raise _Reply(200, "Configuration change successfully applied.", text=True)
         raise _Reply(405, "Method not allowed", text=True)
 

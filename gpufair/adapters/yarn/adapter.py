@@ -25,7 +25,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from gpufair.model import (
     ClusterState,
     JobState,
     Migrate,
+    NodeState,
     Preempt,
     Resize,
     Resume,
@@ -127,7 +128,7 @@ class YarnAdapter:
     sleep: Callable[[float], None] = time.sleep
     last_view: YarnView | None = None
     mode: str = "hard"
-    _granted: dict[str, tuple[str, int, float]] = field(default_factory=dict)
+    _granted: dict[str, tuple[str, tuple[str, ...], float]] = field(default_factory=dict)
     _killed: set[str] = field(default_factory=set)
     _written: dict[str, str] | None = None
     _parent_pct: float | None = None
@@ -236,15 +237,54 @@ class YarnAdapter:
             view = self.view()
         self._fresh_at = None
         self._settle(view)
-        return view.state
+        if self.settings.enforce != "capacity":
+            return view.state
+        placed = self._starting_places(view.state)
+        return view.state.with_jobs(
+            replace(j, state=JobState.RUNNING, gpus_held=j.gpus_held + placed[j.id],
+                    start_s=j.start_s if j.gpus_held else view.state.time_s)
+            if j.id in placed else j for j in view.state.jobs)
+
+    def _starting_places(self, state: ClusterState) -> dict[str, tuple[str, ...]]:
+        """The GPUs each app gpufair started is shown on beyond those YARN placed it on.
+
+        A start grows the tenant's queue at once, but the CapacityScheduler places at
+        NodeManager heartbeats: for seconds (on a busy RM, rounds) the app is ACCEPTED with
+        nothing held, then, spread over nodes, RUNNING on those whose heartbeat came first.
+        Shown as the RM shows it, a round would plan it anew and stateful policies would not
+        count it as running (AFS' ``run_s``, Shockwave's tables), though its queue keeps its
+        GPUs. So it is shown running on all of its GPUs: those it holds, and for the rest
+        the plan's where still free, else the lowest free; no service is counted before this
+        round when it holds nothing yet (``start_s`` now) — as Slurm's released jobs are.
+        When too few are free (apps gpufair does not schedule took them) it is shown as the
+        RM shows it, to be planned anew. Only with ``enforce = capacity``: otherwise a start
+        only raises a priority and promises no GPUs."""
+        nodes = [n for n in state.nodes if n.state is NodeState.UP]
+        free = [g for n in nodes for g in n.gpu_ids()]
+        taken = {g for j in state.jobs for g in j.gpus_held}
+        out: dict[str, tuple[str, ...]] = {}
+        for job in state.jobs:
+            grant = self._granted.get(job.id)
+            missing = job.gpus - len(job.gpus_held)
+            if grant is None or missing <= 0:
+                continue
+            spare = [g for g in free if g not in taken]
+            extra = tuple(dict.fromkeys([g for g in grant[1] if g in spare] + spare))[:missing]
+            if len(extra) == missing:
+                taken.update(extra)
+                out[job.id] = extra
+        return out
 
     def _settle(self, view: YarnView) -> None:
-        """A grant lasts until its app runs (then it counts as held) or leaves, or expires;
-        kills of the last round show in the view now."""
+        """A grant lasts until its app holds all its GPUs (then they count as held) or
+        leaves, or expires; kills of the last round show in the view now. Not merely until
+        it runs: YARN places an app spread over nodes part by part (one NodeManager
+        heartbeat each), and a queue shrunk to what the app held after the first part would
+        never let the rest in."""
         now = self.clock()
-        pending = {j.id for j in view.state.jobs if j.state is JobState.PENDING}
+        short = {j.id for j in view.state.jobs if len(j.gpus_held) < j.gpus}
         self._granted = {k: g for k, g in self._granted.items()
-                         if k in pending and now - g[2] < self.settings.grant_ttl_s}
+                         if k in short and now - g[2] < self.settings.grant_ttl_s}
         self._killed.clear()
 
     def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:
@@ -330,7 +370,7 @@ class YarnAdapter:
                 done.append(self._priority(action.job_id, s.started_priority))
             except RMError as exc:   # a FairScheduler RM: the quota alone must do
                 log.warning("app %s: priority not set: %s", action.job_id, exc)
-        self._granted[action.job_id] = (tenant, len(action.gpu_ids), self.clock())
+        self._granted[action.job_id] = (tenant, tuple(action.gpu_ids), self.clock())
         if s.enforce == "capacity":
             done.append(self._enforce())
         elif self.mode == "hard":
@@ -388,7 +428,7 @@ class YarnAdapter:
                     and job.id not in self._granted:
                 out[job.tenant] = out.get(job.tenant, 0) + len(job.gpus_held)
         for tenant, gpus, _ in self._granted.values():
-            out[tenant] = out.get(tenant, 0) + gpus
+            out[tenant] = out.get(tenant, 0) + len(gpus)
         return out
 
     def _enforce(self, *, check_rm: bool = False) -> str:
