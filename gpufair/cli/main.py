@@ -72,6 +72,8 @@ def every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParse
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # the command as given, for what records it (a results directory's meta.json)
+    args.argv = ["gpufair", *(sys.argv[1:] if argv is None else argv)]
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
