@@ -46,6 +46,7 @@ SMOKE: dict[str, tuple[list[str], str]] = {
                   "--time-limit", "10"], "| 30 jobs / 8 GPUs |"),
     "shockwave_certify.py": (["--cases", "30/8:clean", "--no-exact", "--loss-size", ""],
                              "| 30/8 clean |"),
+    "sweep_speed.py": (["--cells", "12", "--jobs", "2"], "| sweep, 1 process |"),
     "shockwave_tradeoff.py": (["--exponents", "1", "--makespan-weights", "1",
                                "--artifact-budget-weights", "1"], "artifact recorded"),
 }
