@@ -65,6 +65,18 @@ def resource(memory: int, vcores: int, gpus: int) -> dict:
                                 info(GPU, "", gpus)]}}
 
 
+def hadoop_ai_resource(memory: int, vcores: int, gpus: int) -> dict:
+    """A resource object of Hadoop-AI (OpenPAI's 2.9 fork): ``GPUs`` beside memory and vCores,
+    no ``resourceInformations`` (tests/data/yarn/hadoop-ai/scheduler.json)."""
+    return {"memory": memory, "vCores": vcores, "GPUs": gpus}
+
+
+#: The reply shapes the emulator speaks: upstream Hadoop 3.1+ (``yarn.io/gpu`` in
+#: resourceInformations) and Hadoop-AI (``GPUs`` in every resource object; nodes with
+#: usedGPUs/availableGPUs/availableGPUAttribute and no totalResource).
+SHAPES = ("hadoop-3", "hadoop-ai")
+
+
 def listed(values: list) -> list | None:
     """Jersey 1 natural notation writes an empty collection as null."""
     return values or None
@@ -95,6 +107,7 @@ class Container:
     memory_mb: int
     vcores: int
     started_ms: int
+    indices: tuple[int, ...] = ()     # the node's GPUs it holds (Hadoop-AI's bitmask shows them)
 
 
 @dataclass
@@ -166,7 +179,10 @@ class Cluster:
                  mutable_conf: bool = True, max_priority: int = 20, scheduler: str = "capacity",
                  clock: Callable[[], float] = time.time, kill_ticks: int = 1,
                  auth: str = "none", rest_submit: bool = True,
-                 heartbeats: bool = False) -> None:
+                 heartbeats: bool = False, shape: str = "hadoop-3") -> None:
+        if shape not in SHAPES:
+            raise ValueError(f"shape must be one of {SHAPES}")
+        self.shape = shape
         self.lock = threading.RLock()
         self.nodes = {n.id: n for n in nodes}
         self.queues: dict[str, Queue] = {"root": Queue("root", 100.0, 100.0)}
@@ -350,8 +366,12 @@ class Cluster:
             attempt = len(app.placed)
             for k, nid in enumerate(plan):
                 cid = f"container_{app.id[12:]}_01_{attempt + k + 2:06d}"
+                busy = {i for a in self.apps.values() for c in a.placed if c.node == nid
+                        for i in c.indices}
+                indices = tuple(i for i in range(self.nodes[nid].gpus)
+                                if i not in busy)[:app.gpus_per_container]
                 app.placed.append(Container(cid, nid, app.gpus_per_container, app.memory_mb,
-                                            app.vcores, now_ms))
+                                            app.vcores, now_ms, indices))
                 free[nid] -= app.gpus_per_container
             if app.state == "ACCEPTED":
                 app.state = "RUNNING"
@@ -447,6 +467,12 @@ class Cluster:
         return queues
 
     # ---- JSON views -----------------------------------------------------------------------
+    def res(self, memory: int, vcores: int, gpus: int) -> dict:
+        """A resource object in this RM's shape."""
+        if self.shape == "hadoop-ai":
+            return hadoop_ai_resource(memory, vcores, gpus)
+        return resource(memory, vcores, gpus)
+
     def cluster_info(self, rm: str) -> dict:
         state = "ACTIVE" if rm == self.active else "STANDBY"
         return {"clusterInfo": {
@@ -489,10 +515,10 @@ class Cluster:
             "decommissioningNodes": count("DECOMMISSIONING"),
             "decommissionedNodes": count("DECOMMISSIONED"), "rebootedNodes": count("REBOOTED"),
             "activeNodes": len(active), "shutdownNodes": count("SHUTDOWN"),
-            "totalUsedResourcesAcrossPartition": resource(used_mb, used_vc, used_gpus),
-            "totalClusterResourcesAcrossPartition": resource(total_mb, total_vc,
+            "totalUsedResourcesAcrossPartition": self.res(used_mb, used_vc, used_gpus),
+            "totalClusterResourcesAcrossPartition": self.res(total_mb, total_vc,
                                                              self.total_gpus()),
-            "totalReservedResourcesAcrossPartition": resource(0, 0, 0),
+            "totalReservedResourcesAcrossPartition": self.res(0, 0, 0),
             "totalAllocatedContainersAcrossPartition":
                 sum(len(a.placed) for a in self.apps.values()),
             "crossPartitionMetricsAvailable": True}}
@@ -516,10 +542,18 @@ class Cluster:
                                     "aggregatedContainersPhysicalMemoryMB": 0,
                                     "aggregatedContainersVirtualMemoryMB": 0,
                                     "containersCPUUsage": 0},
-            "usedResource": resource(mem, vc, gpus),
-            "availableResource": resource(node.memory_mb - mem, node.vcores - vc,
+            "usedResource": self.res(mem, vc, gpus),
+            "availableResource": self.res(node.memory_mb - mem, node.vcores - vc,
                                           node.gpus - gpus),
-            "totalResource": resource(node.memory_mb, node.vcores, node.gpus)}
+            "totalResource": self.res(node.memory_mb, node.vcores, node.gpus)}
+        if self.shape == "hadoop-ai":   # no totalResource: GPU counts and a bitmask
+            for key in ("usedResource", "availableResource", "totalResource"):
+                del out[key]
+            busy = {i for c in placed for i in c.indices}
+            out.update({"version": "2.9.0", "usedGPUs": gpus, "availableGPUs": node.gpus - gpus,
+                        "availableGPUAttribute": sum(1 << i for i in range(node.gpus)
+                                                     if i not in busy)})
+            return out
         if node.gpu_type:
             out["nodeAttributesInfo"] = {"nodeAttributeInfo": [
                 {"prefix": "nm.yarn.io", "name": "gpu_type", "type": "STRING",
@@ -535,7 +569,7 @@ class Cluster:
         asks = []
         if app.outstanding:
             asks.append({"priority": 1, "allocationRequestId": -1, "resourceName": "*",
-                         "capability": resource(app.memory_mb, app.vcores,
+                         "capability": self.res(app.memory_mb, app.vcores,
                                                 app.gpus_per_container),
                          "numContainers": app.outstanding, "relaxLocality": True,
                          "nodeLabelExpression": "",
@@ -576,15 +610,17 @@ class Cluster:
             "logAggregationStatus": "NOT_START", "unmanagedApplication": False,
             "amNodeLabelExpression": "", "appNodeLabelExpression": "",
             "resourceInfo": {"resourceUsagesByPartition": [{
-                "partitionName": "", "used": resource(held_mb, held_vc, app.held_gpus),
-                "reserved": resource(0, 0, 0),
-                "pending": resource(app.outstanding * app.memory_mb,
+                "partitionName": "", "used": self.res(held_mb, held_vc, app.held_gpus),
+                "reserved": self.res(0, 0, 0),
+                "pending": self.res(app.outstanding * app.memory_mb,
                                     app.outstanding * app.vcores,
                                     app.outstanding * app.gpus_per_container),
-                "amUsed": resource(0, 0, 0), "amLimit": resource(0, 0, 0),
-                "userAmLimit": resource(0, 0, 0)}]},
+                "amUsed": self.res(0, 0, 0), "amLimit": self.res(0, 0, 0),
+                "userAmLimit": self.res(0, 0, 0)}]},
             "timeouts": {"timeout": [{"type": "LIFETIME", "expiryTime": expiry,
                                       "remainingTimeInSeconds": remaining}]}}
+        if self.shape == "hadoop-ai":   # 2.9: no resource types, so no resource-seconds maps
+            del out["resourceSecondsMap"], out["preemptedResourceSecondsMap"]
         if final:             # absent only while UNASSIGNED (§4.7)
             out["trackingUrl"] = f"http://rm:8088/cluster/app/{app.id}"
         elif app.state in ("RUNNING", "KILLING"):
@@ -595,7 +631,7 @@ class Cluster:
         """The containers DAO is 'mapped' JSON: every number a string (§4.9)."""
         now_ms = int(self.clock() * 1000)
         host = self.nodes[c.node].host
-        return {"containerId": c.id, "allocatedMB": str(c.memory_mb),
+        out = {"containerId": c.id, "allocatedMB": str(c.memory_mb),
                 "allocatedVCores": str(c.vcores), "assignedNodeId": c.node, "priority": "1",
                 "startedTime": str(c.started_ms), "finishedTime": "0",
                 "elapsedTime": str(now_ms - c.started_ms),
@@ -605,6 +641,12 @@ class Cluster:
                 "allocatedResources": [{"key": "memory-mb", "value": str(c.memory_mb)},
                                        {"key": "vcores", "value": str(c.vcores)},
                                        {"key": GPU, "value": str(c.gpus)}]}
+        if self.shape == "hadoop-ai":
+            # 2.9 has no allocatedResources map; no Hadoop-AI containers reply was found, so
+            # its GPUs are given as the fork gives them everywhere: a resource object with GPUs
+            del out["allocatedResources"]
+            out["resource"] = self.res(c.memory_mb, c.vcores, c.gpus)
+        return out
 
     def queue_json(self, path: str) -> dict:
         q = self.queues[path]
@@ -634,7 +676,7 @@ class Cluster:
             "absoluteMaxCapacity": abs_max, "absoluteUsedCapacity": used_share,
             "weight": -1.0, "normalizedWeight": 0.0, "numApplications": len(apps),
             "maxParallelApps": 2147483647, "queueName": q.name, "isAbsoluteResource": False,
-            "state": q.state, "resourcesUsed": resource(used_mb, used_vc, gpus),
+            "state": q.state, "resourcesUsed": self.res(used_mb, used_vc, gpus),
             "hideReservationQueues": False, "nodeLabels": ["*"],
             "allocatedContainers": sum(len(a.placed) for a in apps), "reservedContainers": 0,
             "pendingContainers": sum(a.outstanding for a in apps),
@@ -652,27 +694,27 @@ class Cluster:
                 "absoluteCapacity": abs_cap, "absoluteUsedCapacity": used_share,
                 "absoluteMaxCapacity": abs_max, "maxAMLimitPercentage": 10.0,
                 "weight": -1.0, "normalizedWeight": 0.0,
-                "configuredMinResource": resource(0, 0, 0),
-                "configuredMaxResource": resource(0, 0, 0),
-                "effectiveMinResource": resource(int(mem * abs_cap / 100),
+                "configuredMinResource": self.res(0, 0, 0),
+                "configuredMaxResource": self.res(0, 0, 0),
+                "effectiveMinResource": self.res(int(mem * abs_cap / 100),
                                                  int(vc * abs_cap / 100),
                                                  int(total * abs_cap / 100)),
-                "effectiveMaxResource": resource(int(mem * abs_max / 100),
+                "effectiveMaxResource": self.res(int(mem * abs_max / 100),
                                                  int(vc * abs_max / 100),
                                                  int(total * abs_max / 100))}]},
             "resources": {"resourceUsagesByPartition": [{
-                "partitionName": "", "used": resource(used_mb, used_vc, gpus),
-                "reserved": resource(0, 0, 0),
-                "pending": resource(sum(a.outstanding * a.memory_mb for a in apps),
+                "partitionName": "", "used": self.res(used_mb, used_vc, gpus),
+                "reserved": self.res(0, 0, 0),
+                "pending": self.res(sum(a.outstanding * a.memory_mb for a in apps),
                                     sum(a.outstanding * a.vcores for a in apps),
                                     sum(a.outstanding * a.gpus_per_container for a in apps)),
-                "amUsed": resource(0, 0, 0), "amLimit": resource(0, 0, 0),
-                "userAmLimit": resource(0, 0, 0)}]},
-            "minEffectiveCapacity": resource(int(mem * abs_cap / 100), int(vc * abs_cap / 100),
+                "amUsed": self.res(0, 0, 0), "amLimit": self.res(0, 0, 0),
+                "userAmLimit": self.res(0, 0, 0)}]},
+            "minEffectiveCapacity": self.res(int(mem * abs_cap / 100), int(vc * abs_cap / 100),
                                              int(total * abs_cap / 100)),
-            "maxEffectiveCapacity": resource(int(mem * abs_max / 100), int(vc * abs_max / 100),
+            "maxEffectiveCapacity": self.res(int(mem * abs_max / 100), int(vc * abs_max / 100),
                                              int(total * abs_max / 100)),
-            "maximumAllocation": resource(8192, 4, 8),
+            "maximumAllocation": self.res(8192, 4, 8),
             "queueAcls": {"queueAcl": [
                 {"accessType": "ADMINISTER_QUEUE", "accessControlList": " "},
                 {"accessType": "APPLICATION_MAX_PRIORITY", "accessControlList": "*"},
@@ -694,9 +736,9 @@ class Cluster:
                         "maxApplications": 10000, "maxApplicationsPerUser": 10000,
                         "userLimit": 100, "users": listed([{"username": u} for u in users]),
                         "userLimitFactor": 1.0, "configuredMaxAMResourceLimit": 0.1,
-                        "AMResourceLimit": resource(0, 0, 0),
-                        "usedAMResource": resource(0, 0, 0),
-                        "userAMResourceLimit": resource(0, 0, 0),
+                        "AMResourceLimit": self.res(0, 0, 0),
+                        "usedAMResource": self.res(0, 0, 0),
+                        "userAMResourceLimit": self.res(0, 0, 0),
                         "preemptionDisabled": True, "intraQueuePreemptionDisabled": True,
                         "defaultPriority": 0, "isAutoCreatedLeafQueue": False,
                         "maxApplicationLifetime": -1, "defaultApplicationLifetime": -1,
@@ -711,22 +753,22 @@ class Cluster:
         leaves = [self.queues[p].name for p in self.queues
                   if (p == path or p.startswith(path + ".")) and not self.queues[p].children]
         apps = [a for a in self.apps.values() if a.queue in leaves and a.state not in FINAL]
-        used = resource(sum(c.memory_mb for a in apps for c in a.placed),
+        used = self.res(sum(c.memory_mb for a in apps for c in a.placed),
                         sum(c.vcores for a in apps for c in a.placed),
                         sum(a.held_gpus for a in apps))
         share = self.absolute(path, "capacity") / 100.0
         out: dict[str, Any] = {
             "allocatedContainers": sum(len(a.placed) for a in apps),
-            "clusterResources": resource(mem, vc, self.total_gpus()),
-            "demandResources": resource(0, 0, sum(a.outstanding * a.gpus_per_container
+            "clusterResources": self.res(mem, vc, self.total_gpus()),
+            "demandResources": self.res(0, 0, sum(a.outstanding * a.gpus_per_container
                                                   for a in apps)),
-            "fairResources": resource(int(mem * share), int(vc * share),
+            "fairResources": self.res(int(mem * share), int(vc * share),
                                       int(self.total_gpus() * share)),
-            "maxApps": 2147483647, "maxResources": resource(mem, vc, self.total_gpus()),
-            "minResources": resource(0, 0, 0),
+            "maxApps": 2147483647, "maxResources": self.res(mem, vc, self.total_gpus()),
+            "minResources": self.res(0, 0, 0),
             "pendingContainers": sum(a.outstanding for a in apps), "preemptable": True,
             "queueName": path, "reservedContainers": 0, "schedulingPolicy": "fair",
-            "steadyFairResources": resource(int(mem * share), int(vc * share),
+            "steadyFairResources": self.res(int(mem * share), int(vc * share),
                                             int(self.total_gpus() * share)),
             "usedResources": used}
         if q.children:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufair.adapters.base import Effect, RequeueCheck
-from gpufair.adapters.yarn.client import RMClient, RMError, RMUnavailable
+from gpufair.adapters.yarn.client import RMClient, RMError, RMReplyError, RMUnavailable
 from gpufair.adapters.yarn.decode import as_float, as_int, as_list, items
 from gpufair.adapters.yarn.enforce import QueueLayout, capacities, mutation
 from gpufair.adapters.yarn.queues import queue_tree
@@ -223,7 +223,7 @@ class YarnAdapter:
         except RMError as exc:   # refused a read (auth, ACL): no usable answer this round
             raise RMUnavailable(f"the ResourceManager refused a read: {exc}") from exc
         except InputError as exc:   # a reply that is not the documented shape
-            raise RMUnavailable(f"unreadable ResourceManager reply: {exc}") from exc
+            raise RMReplyError(f"unreadable ResourceManager reply: {exc}") from exc
         for problem in view.problems:
             log.warning("%s", problem)
         self.last_view = view

@@ -11,7 +11,8 @@ every reader of an RM reply goes through these helpers so that each quirk is han
   (``{"entry":{..},"entry":{..}}``): :func:`loads` keeps every repetition, :func:`entries`
   reads every form into a dict;
 - resources are ``{"memory","vCores","resourceInformations":{"resourceInformation":[...]}}``
-  with extended types (``yarn.io/gpu``) only inside the list: :func:`resource_amount`.
+  with extended types (``yarn.io/gpu``) only inside the list, or, on Hadoop-AI, a ``GPUs``
+  count beside ``memory`` and ``vCores``: :func:`resource_amount`.
 """
 
 from __future__ import annotations
@@ -127,6 +128,8 @@ def resource_amount(resource: Any, name: str) -> int:
                 return max(0, as_int(item.get("value")))
     if name == GPU and name in resource:   # a flat form some clients and forks send
         return max(0, as_int(resource.get(name)))
+    if name == GPU and "GPUs" in resource:  # Hadoop-AI (OpenPAI's 2.9 fork): in every object
+        return max(0, as_int(resource.get("GPUs")))
     if name == "memory-mb":
         return max(0, as_int(resource.get("memory")))
     if name == "vcores":
