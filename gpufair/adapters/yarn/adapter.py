@@ -10,7 +10,8 @@ configuration says the RM allows it, with a clear refusal otherwise:
   queue capacities through ``scheduler-conf`` (validated first) — YARN's own placement then
   gives the queue its GPUs; the started app's priority is raised so that within its queue the
   RM serves the app the plan chose; optionally the app is moved into its tenant's queue, and
-  given a lifetime (``lease_s``) after which the RM kills it: a lease.
+  given a lifetime (``lease_s``) after which the RM kills it: a lease, renewed before each
+  round while the plan keeps the app (never once the plan has preempted it).
 - ``Preempt``: kill (``PUT state KILLED`` with a diagnostic), then the tenant's share shrinks.
   YARN has no requeue: the app's framework (or its owner) submits again.
 - ``SetPriority`` (soft mode): ``PUT priority``; the RM may clamp it to the cluster or queue
@@ -96,7 +97,9 @@ class YarnSettings:
                                     " its queue serves it first", ge=0, le=1_000_000)
     allow_move: bool = setting(False, "move a started app into its tenant's queue"
                                " (tenant_from = user)")
-    lease_s: float = setting(0.0, "lifetime given to a started app (the RM kills it then);"
+    lease_s: float = setting(0.0, "lifetime given to a started app (the RM kills it then),"
+                             " renewed before each round while the plan keeps the app once"
+                             " less than half of it is left (make it over twice round_s);"
                              " 0: none", ge=0.0, le=30 * 86400.0)
     kill_wait_s: float = setting(30.0, "how long a kill may take to show", gt=0.0)
     grant_ttl_s: float = setting(600.0, "a started app keeps its share in its queue's"
@@ -134,6 +137,9 @@ class YarnAdapter:
     _parent_pct: float | None = None
     _attempts: dict[str, str] = field(default_factory=dict)
     _fresh_at: float | None = None
+    _leases: dict[str, float] = field(default_factory=dict)   # app → lifetime end gpufair set
+    _lease_renewals: int = 0
+    _lease_failures: int = 0
 
     @classmethod
     def from_settings(cls, settings: YarnSettings, *, mode: str = "hard",
@@ -288,18 +294,27 @@ class YarnAdapter:
         self._killed.clear()
 
     def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:
-        """Before each live round (never in a dry run): set the tenants' queue capacities to
-        what they hold now plus what gpufair started that YARN has not placed yet, when the
-        RM shows anything else — an admin's edit, the capacities the cluster started with, a
-        tenant whose app finished. Without this a round that plans no change would leave
-        queues free to grow into GPUs the plan gave nobody. Logged here; the list the daemon
-        counts as bypasses stays empty (no job was re-held)."""
-        if self.settings.enforce != "capacity" or self.mode != "hard":
+        """Before each live round (never in a dry run): renew the leases of the apps the
+        plan keeps, then set the tenants' queue capacities to what they hold now plus what
+        gpufair started that YARN has not placed yet, when the RM shows anything else — an
+        admin's edit, the capacities the cluster started with, a tenant whose app finished.
+        Without this a round that plans no change would leave queues free to grow into GPUs
+        the plan gave nobody. Logged here; the list the daemon counts as bypasses stays
+        empty (no job was re-held)."""
+        capacity = self.settings.enforce == "capacity"
+        if self.mode != "hard" or not (capacity or self._leases):
             return []
         try:
             view = self.view()
+        except RMUnavailable as exc:
+            log.warning("yarn: leases not renewed, queue capacities not re-asserted: %s", exc)
+            return []
+        self._fresh_at = time.monotonic()
+        self._renew_leases(view)
+        if not capacity:
+            return []
+        try:
             self._settle(view)
-            self._fresh_at = time.monotonic()
             detail = self._enforce(check_rm=True)
         except (RMUnavailable, RMError, NotExpressible, InputError) as exc:
             log.warning("yarn: queue capacities not re-asserted: %s", exc)
@@ -308,9 +323,56 @@ class YarnAdapter:
             log.info("yarn: %s (re-asserted before the round)", detail)
         return []
 
+    def _renew_leases(self, view: YarnView) -> None:
+        """Give each app gpufair started with a lease a new lifetime of ``lease_s`` once
+        less than half of it is left — one request per app every ``lease_s / 2``, not every
+        round. Only apps still active and never preempted are here (a Preempt drops its app
+        at once, whether or not the kill succeeds): a lease the plan no longer backs runs
+        out, and the RM ends the app even when gpufair may not kill it (``allow_kill``
+        off). A renewal that fails is retried next round; the lease is lost only if none
+        succeeds before it ends."""
+        now = self.clock()
+        for app_id, until in list(self._leases.items()):
+            if app_id not in view.apps:          # finished, killed, or timed out
+                del self._leases[app_id]
+                continue
+            if until - now >= self.settings.lease_s / 2:
+                continue
+            try:
+                self._leases[app_id] = self._set_lifetime(app_id)
+                self._lease_renewals += 1
+            except RMError as exc:
+                self._lease_failures += 1
+                if exc.status == 404 or "state" in exc.message:   # gone meanwhile
+                    del self._leases[app_id]
+                log.warning("app %s: lease not renewed: %s", app_id, exc)
+            except RMUnavailable as exc:
+                self._lease_failures += 1
+                log.warning("app %s: lease not renewed: %s", app_id, exc)
+                return
+
+    def _set_lifetime(self, app_id: str) -> float:
+        """``PUT /apps/{id}/timeout``: the app's LIFETIME ends ``lease_s`` from now (the RM
+        kills it then); returns that end (epoch seconds)."""
+        until = self.clock() + self.settings.lease_s
+        expiry = datetime.fromtimestamp(until, tz=timezone.utc)
+        text = expiry.strftime("%Y-%m-%dT%H:%M:%S.") + f"{expiry.microsecond // 1000:03d}+0000"
+        self.client.put(f"/apps/{app_id}/timeout",
+                        {"timeout": {"type": "LIFETIME", "expiryTime": text}})
+        return until
+
     def status(self) -> dict[str, float]:
-        return {"yarn_rm_failovers": float(self.client.failovers),
-                "yarn_rm_requests": float(self.client.requests)}
+        """The RM connection and the leases, for ``/metrics`` (``gpufair_adapter_status``):
+        failovers and requests; apps under a lease, renewals and failed renewals, and the
+        soonest lease end (epoch seconds) — alert when it comes close to now."""
+        out = {"yarn_rm_failovers": float(self.client.failovers),
+               "yarn_rm_requests": float(self.client.requests),
+               "yarn_leases": float(len(self._leases)),
+               "yarn_lease_renewals": float(self._lease_renewals),
+               "yarn_lease_failures": float(self._lease_failures)}
+        if self._leases:
+            out["yarn_lease_expires_at"] = min(self._leases.values())
+        return out
 
     # ---- write side -----------------------------------------------------------------------
     def warn_preemptions(self, actions: Sequence[Action]) -> float:
@@ -337,6 +399,7 @@ class YarnAdapter:
             if isinstance(action, Start):
                 return ActionResult(action, True, self._start(action, job.tenant, info.queue))
             if isinstance(action, Preempt):
+                self._leases.pop(action.job_id, None)   # the plan no longer backs it
                 return ActionResult(action, True, self._kill(action.job_id))
             if isinstance(action, SetPriority):
                 return ActionResult(action, True, self._priority(action.job_id,
@@ -377,12 +440,10 @@ class YarnAdapter:
             log.info("yarn: enforce = none: start of %s only raises its priority",
                      action.job_id)
         if s.lease_s > 0:
-            expiry = datetime.fromtimestamp(self.clock() + s.lease_s, tz=timezone.utc)
-            text = expiry.strftime("%Y-%m-%dT%H:%M:%S.") + f"{expiry.microsecond // 1000:03d}" \
-                + "+0000"
-            self.client.put(f"/apps/{action.job_id}/timeout",
-                            {"timeout": {"type": "LIFETIME", "expiryTime": text}})
-            done.append(f"lease until {text}")
+            until = self._set_lifetime(action.job_id)
+            self._leases[action.job_id] = until
+            done.append("lease until " + datetime.fromtimestamp(until, tz=timezone.utc)
+                        .strftime("%Y-%m-%dT%H:%M:%S+0000"))
         return ", ".join(done) or "nothing to do (enforce = none, priorities off)"
 
     def _kill(self, app_id: str) -> str:

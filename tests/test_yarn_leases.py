@@ -1,0 +1,85 @@
+"""Leases on YARN: an app gpufair starts with ``lease_s`` gets an RM-enforced lifetime, renewed
+while the plan keeps the app, never once the plan has preempted it. Against the emulator over
+real HTTP, on a clock the test moves (rounds 250 s apart, a 600 s lease)."""
+
+from __future__ import annotations
+
+from gpufair.adapters.yarn import YarnAdapter
+from gpufair.model import Preempt, Start
+from gpufair.plugin.service import build_daemon
+from gpufair.plugin.store import Store
+from tests.test_yarn_adapter import adapter_for
+from tests.yarn_emulator import RMServer
+from tests.yarn_setup import gpu_cluster, yarn_config
+
+LEASE_S = 600.0
+STEP_S = 250.0
+
+
+def test_an_app_the_plan_keeps_keeps_a_lifetime_ahead_of_now(tmp_path) -> None:
+    """FIFO starts a1 (2 GPUs) in round 1 at t=1000 (lifetime to 1600) and keeps it. By
+    hand, with renewal once less than 300 s is left: round 3 (t=1500, 100 s left) renews to
+    2100, round 5 (t=2000) to 2600; at every round the lifetime ends after now and a1 runs.
+    Set once at start, it would end at 1600 and the RM would kill a1 before round 4."""
+    now = [1000.0]
+    cluster = gpu_cluster(clock=lambda: now[0])
+    server = RMServer(cluster)
+    try:
+        cluster.queues["root.a"].max_capacity = 0.0      # waits for gpufair to start it
+        a1 = cluster.submit("alice", "a", 2)
+        config = yarn_config(tmp_path, server, lease_s=LEASE_S)
+        adapter = YarnAdapter.from_settings(config.yarn)
+        adapter.clock = lambda: now[0]
+        store = Store(config.store.path)
+        daemon = build_daemon(config, adapter, store)
+        ends = []
+        for _ in range(6):
+            daemon.run_round()
+            cluster.tick()
+            app = cluster.apps[a1]
+            assert app.state == "RUNNING", (now[0], app.diagnostics)
+            assert app.expiry_ms is not None and app.expiry_ms / 1000 > now[0]
+            ends.append(app.expiry_ms / 1000)
+            now[0] += STEP_S
+        assert ends == [1600.0, 1600.0, 2100.0, 2100.0, 2600.0, 2600.0]
+        status = adapter.status()
+        assert (status["yarn_leases"], status["yarn_lease_renewals"],
+                status["yarn_lease_expires_at"]) == (1.0, 2.0, 2600.0)
+        store.close()
+    finally:
+        server.close()
+
+
+def test_an_app_the_plan_preempts_is_not_renewed() -> None:
+    """a1 and b1 both started with a lease at t=1000. The plan then preempts b1, but kills
+    are not allowed (allow_kill off): b1 keeps running, its lease is not renewed, and the RM
+    ends it when the lifetime runs out (t=1600), while a1, renewed, runs on."""
+    now = [1000.0]
+    cluster = gpu_cluster(clock=lambda: now[0])
+    server = RMServer(cluster)
+    try:
+        cluster.queues["root.a"].max_capacity = 0.0
+        cluster.queues["root.b"].max_capacity = 0.0
+        a1 = cluster.submit("alice", "a", 2)
+        b1 = cluster.submit("bob", "b", 2)
+        adapter = adapter_for(server, lease_s=LEASE_S, allow_kill=False)
+        adapter.clock = lambda: now[0]
+        adapter.snapshot()
+        assert adapter.apply_one(Start(a1, ("gpu01:0", "gpu01:1"))).ok
+        assert adapter.apply_one(Start(b1, ("gpu02:0", "gpu02:1"))).ok
+        cluster.tick()
+        refused = adapter.apply_one(Preempt(b1))
+        assert not refused.ok and "allow_kill is off" in refused.detail
+        renewed = []
+        for _ in range(4):
+            now[0] += STEP_S
+            before = len(cluster.requests)
+            adapter.reconcile()
+            adapter.snapshot()
+            renewed += [p for _, m, p in cluster.requests[before:] if p.endswith("/timeout")]
+        assert renewed == [f"/ws/v1/cluster/apps/{a1}/timeout"] * 2   # t=1500, t=2000
+        assert cluster.apps[b1].state == "KILLED" and "timed out" in cluster.apps[b1].diagnostics
+        assert cluster.apps[a1].state == "RUNNING"
+        assert cluster.apps[a1].expiry_ms / 1000 > now[0]
+    finally:
+        server.close()
