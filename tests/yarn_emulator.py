@@ -152,10 +152,25 @@ class Queue:
     max_capacity: float
     state: str = "RUNNING"
     children: list[str] = field(default_factory=list)
+    #: node-label partitions the queue may use (accessible-node-labels) → [capacity,
+    #: maximum-capacity] on that partition; the default partition "" is the two fields above
+    labels: dict[str, list[float]] = field(default_factory=dict)
+    default_label: str = ""         # default-node-label-expression: where its apps run
+    accessible: tuple[str, ...] | None = None   # accessible-node-labels; None: "*" (all)
+
+    def may_use(self, label: str) -> bool:
+        return not label or self.accessible is None or label in self.accessible
 
     @property
     def name(self) -> str:
         return self.path.rpartition(".")[2]
+
+    def caps(self, partition: str) -> tuple[float, float]:
+        """(capacity, maximum-capacity) on ``partition``; 0 where it has no access."""
+        if not partition:
+            return self.capacity, self.max_capacity
+        cap = self.labels.get(partition)
+        return (cap[0], cap[1]) if cap else (0.0, 0.0)
 
 
 @dataclass
@@ -179,7 +194,14 @@ class Cluster:
                  mutable_conf: bool = True, max_priority: int = 20, scheduler: str = "capacity",
                  clock: Callable[[], float] = time.time, kill_ticks: int = 1,
                  auth: str = "none", rest_submit: bool = True,
-                 heartbeats: bool = False, shape: str = "hadoop-3") -> None:
+                 heartbeats: bool = False, shape: str = "hadoop-3",
+                 partitions: dict[str, dict[str, tuple[float, float]]] | None = None,
+                 default_labels: dict[str, str] | None = None,
+                 accessible: dict[str, tuple[str, ...]] | None = None) -> None:
+        """``partitions``: queue path → {node label: (capacity, maximum-capacity)} on that
+        label's partition (the root gets 100 on every label); ``default_labels``: queue path
+        → the partition its apps run in (nodes with that label); ``accessible``: queue path
+        → the only labels it may use (others: ``*``, every label)."""
         if shape not in SHAPES:
             raise ValueError(f"shape must be one of {SHAPES}")
         self.shape = shape
@@ -192,6 +214,14 @@ class Cluster:
             parent = path.rpartition(".")[0]
             if parent:
                 self.queues[parent].children.append(path)
+        for path, caps in (partitions or {}).items():
+            for label, (cap, max_cap) in caps.items():
+                self.queues[path].labels[label] = [cap, max_cap]
+                self.queues["root"].labels[label] = [100.0, 100.0]
+        for path, label in (default_labels or {}).items():
+            self.queues[path].default_label = label
+        for path, labels in (accessible or {}).items():
+            self.queues[path].accessible = tuple(labels)
         self.apps: dict[str, EmuApp] = {}
         self.mutable_conf = mutable_conf
         self.max_priority = max_priority
@@ -274,25 +304,34 @@ class Cluster:
         assert path is not None
         return self.queues[path].name
 
-    def absolute(self, path: str, attr: str) -> float:
-        """Percent of the cluster: the product of the (max) capacities down the path."""
+    def absolute(self, path: str, attr: str, partition: str = "") -> float:
+        """Percent of a partition: the product of the (max) capacities down the path."""
         value = 100.0
         parts = path.split(".")
+        which = 0 if attr == "capacity" else 1
         for i in range(1, len(parts)):
             q = self.queues[".".join(parts[: i + 1])]
-            value *= getattr(q, attr) / 100.0
+            value *= q.caps(partition)[which] / 100.0
         return value
 
-    def total_gpus(self) -> int:
-        return sum(n.gpus for n in self.nodes.values() if n.state == "RUNNING")
+    def total_gpus(self, partition: str | None = None) -> int:
+        """GPUs of the running nodes (of one partition: the nodes with that label)."""
+        return sum(n.gpus for n in self.nodes.values() if n.state == "RUNNING"
+                   and (partition is None or (n.label or "") == partition))
+
+    def partition_of(self, leaf: str) -> str:
+        path = self.find_queue(leaf)
+        return self.queues[path].default_label if path else ""
 
     def gpu_limit(self, leaf: str) -> int:
+        """The queue's GPUs at most, on the partition its apps run in."""
         path = self.find_queue(leaf)
         assert path is not None
+        part = self.queues[path].default_label
         # the RM compares usage with the limit as fractions: no rounding in the queue's
         # favour (the 1e-9 only absorbs float multiplication error)
-        return math.floor(self.absolute(path, "max_capacity") * self.total_gpus() / 100.0
-                          + 1e-9)
+        return math.floor(self.absolute(path, "max_capacity", part)
+                          * self.total_gpus(part) / 100.0 + 1e-9)
 
     # ---- the scheduler --------------------------------------------------------------------
     def tick(self) -> None:
@@ -349,8 +388,10 @@ class Cluster:
             app = min(waiting, key=lambda a, used=used: self._order(a, used))
             tried.add(app.id)
             need = app.outstanding * app.gpus_per_container
+            part = self.partition_of(app.queue)
+            room = {n: f for n, f in free.items() if (self.nodes[n].label or "") == part}
             if node is not None:    # one node's heartbeat: what fits there, gang or not
-                fits = min(app.outstanding, free.get(node, 0) // app.gpus_per_container,
+                fits = min(app.outstanding, room.get(node, 0) // app.gpus_per_container,
                            (self.gpu_limit(app.queue) - used.get(app.queue, 0))
                            // app.gpus_per_container)
                 plan = [node] * max(0, fits)
@@ -359,7 +400,7 @@ class Cluster:
             elif used.get(app.queue, 0) + need > self.gpu_limit(app.queue):
                 continue
             else:
-                plan = self._gang(app, free)
+                plan = self._gang(app, room)
                 if len(plan) < app.outstanding:
                     continue        # the gang does not fit: nothing of it is placed
             now_ms = int(self.clock() * 1000)
@@ -419,6 +460,16 @@ class Cluster:
                               "value": f"{q.capacity:g}"})
                 props.append({"name": f"yarn.scheduler.capacity.{path}.maximum-capacity",
                               "value": f"{q.max_capacity:g}"})
+            if q.labels:
+                key = f"yarn.scheduler.capacity.{path}.accessible-node-labels"
+                props.append({"name": key, "value": ",".join(sorted(q.labels))})
+                for label, (cap, max_cap) in sorted(q.labels.items()):
+                    props.append({"name": f"{key}.{label}.capacity", "value": f"{cap:g}"})
+                    props.append({"name": f"{key}.{label}.maximum-capacity",
+                                  "value": f"{max_cap:g}"})
+            if q.default_label:
+                props.append({"name": f"yarn.scheduler.capacity.{path}."
+                              "default-node-label-expression", "value": q.default_label})
         return props
 
     def mutate(self, body: Any) -> dict[str, Queue]:
@@ -435,7 +486,9 @@ class Cluster:
                       _entry_list((update.get("params") or {}).get("entry"))}
             q = queues[path]
             for key, value in params.items():
-                if key not in ("capacity", "maximum-capacity", "state"):
+                labelled = re.fullmatch(r"accessible-node-labels\.([^.]+)\."
+                                        r"(capacity|maximum-capacity)", key)
+                if key not in ("capacity", "maximum-capacity", "state") and not labelled:
                     continue
                 if key == "state":
                     q.state = str(value)
@@ -445,7 +498,14 @@ class Cluster:
                 except (TypeError, ValueError):
                     raise ValueError(f"java.lang.NumberFormatException: For input string: "
                                      f"\"{value}\"") from None
-                if key == "capacity":
+                if labelled:
+                    label, which = labelled.groups()
+                    if not q.may_use(label):
+                        raise ValueError(f"java.io.IOException: Failed to re-init queues : "
+                                         f"queue {path} cannot access node label {label}")
+                    q.labels.setdefault(label, [0.0, 0.0])[
+                        0 if which == "capacity" else 1] = number
+                elif key == "capacity":
                     q.capacity = number
                 else:
                     q.max_capacity = number
@@ -458,12 +518,18 @@ class Cluster:
                                  f"queue capacity setting (abs-capacity={q.capacity / 100}) > "
                                  f"(abs-maximum-capacity={q.max_capacity / 100}) for queue "
                                  f"{path}")
+            for cap, max_cap in q.labels.values():
+                if not 0 <= cap <= max_cap <= 100:
+                    raise ValueError("java.io.IOException: Failed to re-init queues : Illegal "
+                                     f"node-label capacity of {cap / 100} for queue {path}")
             if q.children:
-                total = sum(queues[c].capacity for c in q.children)
-                if abs(total - 100.0) > 0.0005 and total > 0:
-                    raise ValueError("java.io.IOException: Failed to re-init queues : "
-                                     f"Illegal capacity sum of {total / 100} for children of "
-                                     f"queue {path}")
+                for label in ["", *q.labels]:
+                    total = sum(queues[c].caps(label)[0] for c in q.children)
+                    if abs(total - 100.0) > 0.0005 and total > 0:
+                        raise ValueError("java.io.IOException: Failed to re-init queues : "
+                                         f"Illegal capacity sum of {total / 100} for "
+                                         f"children of queue {path}"
+                                         + (f" for label={label}" if label else ""))
         return queues
 
     # ---- JSON views -----------------------------------------------------------------------
@@ -725,6 +791,22 @@ class Cluster:
             "creationMethod": "static", "autoCreationEligibility": "off",
             "autoQueueTemplateProperties": {}, "autoQueueParentTemplateProperties": {},
             "autoQueueLeafTemplateProperties": {}})
+        if q.accessible is not None:
+            out["nodeLabels"] = sorted(q.accessible)
+        if q.labels:       # a queue with node-label partitions: one entry per partition
+            for label in sorted(q.labels):
+                out["capacities"]["queueCapacitiesByPartition"].append(
+                    self._partition_caps(path, label))
+                mine = [a for a in apps if self.partition_of(a.queue) == label]
+                out["resources"]["resourceUsagesByPartition"].append({
+                    "partitionName": label,
+                    "used": self.res(sum(c.memory_mb for a in mine for c in a.placed),
+                                     sum(c.vcores for a in mine for c in a.placed),
+                                     sum(a.held_gpus for a in mine)),
+                    "reserved": self.res(0, 0, 0), "pending": self.res(0, 0, 0),
+                    "amUsed": self.res(0, 0, 0), "amLimit": self.res(0, 0, 0)})
+        if q.default_label:
+            out["defaultNodeLabelExpression"] = q.default_label
         if q.children:
             out["queues"] = {"queue": [self.queue_json(c) for c in q.children]}
         else:
@@ -744,6 +826,23 @@ class Cluster:
                         "maxApplicationLifetime": -1, "defaultApplicationLifetime": -1,
                         "autoCreateChildQueueEnabled": False, "leafQueueTemplate": {}})
         return out
+
+    def _partition_caps(self, path: str, label: str) -> dict:
+        """A queue's capacities on one labelled partition, as Hadoop-AI's RM lists them
+        (tests/data/yarn/hadoop-ai/scheduler_with_label.json)."""
+        cap, max_cap = self.queues[path].caps(label)
+        abs_cap = self.absolute(path, "capacity", label)
+        total = self.total_gpus(label)
+        held = sum(a.held_gpus for a in self.apps.values() if a.state not in FINAL
+                   and self.partition_of(a.queue) == label
+                   and ((self.find_queue(a.queue) or "") + ".").startswith(path + "."))
+        used = 100.0 * held / total if total else 0.0
+        return {"partitionName": label, "capacity": cap,
+                "usedCapacity": used / abs_cap * 100.0 if abs_cap else 0.0,
+                "maxCapacity": max_cap, "absoluteCapacity": abs_cap,
+                "absoluteUsedCapacity": used,
+                "absoluteMaxCapacity": self.absolute(path, "max_capacity", label),
+                "maxAMLimitPercentage": 10.0}
 
     def fair_queue_json(self, path: str) -> dict:
         """A FairScheduler queue (§4.3): full-path names, ``childQueues`` omitted on leaves."""

@@ -34,8 +34,8 @@ from typing import Any
 from gpufair.adapters.base import Effect, RequeueCheck
 from gpufair.adapters.yarn.client import RMClient, RMError, RMReplyError, RMUnavailable
 from gpufair.adapters.yarn.decode import as_float, as_int, as_list, items
-from gpufair.adapters.yarn.enforce import QueueLayout, capacities, mutation
-from gpufair.adapters.yarn.queues import queue_tree
+from gpufair.adapters.yarn.enforce import QueueLayout, capacities, capacity_keys, mutation
+from gpufair.adapters.yarn.queues import QueueTree, queue_tree
 from gpufair.adapters.yarn.translate import ACTIVE_STATES, APP_ID, YarnView, leaf, translate
 from gpufair.errors import InputError
 from gpufair.model import (
@@ -133,8 +133,8 @@ class YarnAdapter:
     mode: str = "hard"
     _granted: dict[str, tuple[str, tuple[str, ...], float]] = field(default_factory=dict)
     _killed: set[str] = field(default_factory=set)
-    _written: dict[str, str] | None = None
-    _parent_pct: float | None = None
+    _written: dict[str, dict[str, str]] | None = None   # partition → queue path → percent
+    _tree: QueueTree | None = None
     _attempts: dict[str, str] = field(default_factory=dict)
     _fresh_at: float | None = None
     _leases: dict[str, float] = field(default_factory=dict)   # app → lifetime end gpufair set
@@ -225,7 +225,8 @@ class YarnAdapter:
                              managed_queues=s.managed_queues, tenant_from=s.tenant_from,
                              gpu_type_attribute=s.gpu_type_attribute,
                              default_gpu_type=s.default_gpu_type,
-                             app_tag_prefix=s.app_tag_prefix, source=self.name)
+                             app_tag_prefix=s.app_tag_prefix, source=self.name,
+                             queue_labels=self._queue_labels(nodes))
         except RMError as exc:   # refused a read (auth, ACL): no usable answer this round
             raise RMUnavailable(f"the ResourceManager refused a read: {exc}") from exc
         except InputError as exc:   # a reply that is not the documented shape
@@ -234,6 +235,15 @@ class YarnAdapter:
             log.warning("%s", problem)
         self.last_view = view
         return view
+
+    def _queue_labels(self, nodes: Any) -> dict[str, str]:
+        """Leaf queue → the partition its apps run in, read from ``/scheduler`` only when a
+        node carries a label (an unlabelled cluster has one partition: no extra request)."""
+        if not any(as_list(n.get("nodeLabels")) for n in items(nodes, "nodes", "node",
+                                                                 "yarn/nodes")):
+            return {}
+        tree = queue_tree(self.client.get("/scheduler"))
+        return {leaf(path): q.default_label for path, q in tree.queues.items()}
 
     def snapshot(self) -> ClusterState:
         if self._fresh_at is not None and self.last_view is not None \
@@ -479,28 +489,77 @@ class YarnAdapter:
         return f"priority {kept}"
 
     # ---- queue capacities -----------------------------------------------------------------
-    def shares(self) -> dict[str, int]:
-        """Each managed tenant's GPUs this round: what its running apps hold (apps killed
-        this round excepted) plus what gpufair started since the snapshot."""
+    def shares(self) -> dict[str, dict[str, int]]:
+        """Each managed tenant's GPUs this round, per partition that holds GPU nodes ("" the
+        default one): what its running apps hold (apps killed this round excepted) plus
+        what gpufair started since the snapshot, each GPU counted in its node's partition."""
         assert self.last_view is not None
-        out = {leaf(q): 0 for q in self.settings.managed_queues}
+        part_of = self.last_view.partition_of
+        out = {p: {leaf(q): 0 for q in self.settings.managed_queues}
+               for p in sorted(set(part_of.values()))}
+
+        def count(tenant: str, gpu: str) -> None:
+            row = out.setdefault(part_of.get(gpu.rpartition(":")[0], ""), {})
+            row[tenant] = row.get(tenant, 0) + 1
+
         for job in self.last_view.state.jobs:
             if job.state is JobState.RUNNING and job.id not in self._killed \
                     and job.id not in self._granted:
-                out[job.tenant] = out.get(job.tenant, 0) + len(job.gpus_held)
+                for gpu in job.gpus_held:
+                    count(job.tenant, gpu)
         for tenant, gpus, _ in self._granted.values():
-            out[tenant] = out.get(tenant, 0) + len(gpus)
+            for gpu in gpus:
+                count(tenant, gpu)
         return out
+
+    def _capacities(self) -> dict[str, dict[str, str]]:
+        """The capacities that carry this round's shares: partition → queue path → percent.
+
+        A labelled partition is enforced only when a managed queue may use it; there the
+        rest queue must be able to use it too (siblings' capacities on a label sum to 100),
+        and only the queues that may use it get a capacity on it — a dedicated-VC queue keeps
+        its 0 on the default partition and gets its share on its own."""
+        assert self.last_view is not None and self._tree is not None
+        s = self.settings
+        parent = self._tree.queues[s.parent_queue]
+        totals: dict[str, int] = {}
+        for node in self.last_view.state.nodes:
+            part = self.last_view.partition_of.get(node.name, "")
+            totals[part] = totals.get(part, 0) + node.gpus
+        out: dict[str, dict[str, str]] = {}
+        for part, shares in sorted(self.shares().items()):
+            users = {t: n for t, n in shares.items()
+                     if self._can_use(f"{s.parent_queue}.{t}", part)}
+            if part and not users:
+                continue                      # GPUs no managed queue may use: not ours
+            where = f"partition {part!r}" if part else "the default partition"
+            stray = sorted(t for t, n in shares.items() if n and t not in users)
+            if stray:
+                raise NotExpressible(f"queues of {', '.join(stray)} hold GPUs of {where} but"
+                                     " may not use it (accessible-node-labels)")
+            if not self._can_use(str(s.rest_queue), part):
+                raise NotExpressible(f"rest_queue {s.rest_queue} may not use {where}"
+                                     f" ({totals.get(part, 0)} GPUs): add it to its"
+                                     " accessible-node-labels, the capacities on a label must"
+                                     " sum to 100")
+            if parent.share(part) <= 0:
+                raise NotExpressible(f"parent_queue {s.parent_queue} has no capacity on"
+                                     f" {where} ({totals.get(part, 0)} GPUs)")
+            layout = QueueLayout(s.parent_queue, str(s.rest_queue), parent.share(part))
+            out[part] = capacities(users, totals.get(part, 0), layout)
+        return out
+
+    def _can_use(self, path: str, partition: str) -> bool:
+        assert self._tree is not None
+        queue = self._tree.queues.get(path)
+        return queue is not None and queue.can_use(partition)
 
     def _enforce(self, *, check_rm: bool = False) -> str:
         """Write the shares as capacities unless they are what was last written (or, with
         ``check_rm``, what the RM's configuration holds now)."""
         assert self.last_view is not None
-        parent_pct = self._preflight()
-        total = sum(n.gpus for n in self.last_view.state.nodes)
-        layout = QueueLayout(self.settings.parent_queue, str(self.settings.rest_queue),
-                             parent_pct)
-        caps = capacities(self.shares(), total, layout)
+        self._preflight()
+        caps = self._capacities()
         if check_rm:
             self._written = self._rm_capacities(caps)
         if caps == self._written:
@@ -517,34 +576,41 @@ class YarnAdapter:
                               ) from exc
         self.client.put("/scheduler-conf", body)
         self._written = caps
-        return "capacities " + ", ".join(f"{leaf(q)}={v}%" for q, v in sorted(caps.items()))
+        return "capacities " + ", ".join(
+            f"{leaf(q)}{'@' + part if part else ''}={v}%"
+            for part, by_queue in sorted(caps.items()) for q, v in sorted(by_queue.items()))
 
-    def _rm_capacities(self, caps: Mapping[str, str]) -> dict[str, str] | None:
-        """The RM's capacities of the queues in ``caps``, in ``caps``' spelling where they
-        are equal (so a dict compares equal when nothing differs), or None when any queue's
-        capacity and maximum-capacity differ from each other (a tenant may then grow)."""
+    def _rm_capacities(self, caps: Mapping[str, Mapping[str, str]]
+                       ) -> dict[str, dict[str, str]] | None:
+        """The RM's capacities of the queues and partitions in ``caps``, in ``caps``'
+        spelling where they are equal (so a dict compares equal when nothing differs), or
+        None when any queue's capacity and maximum-capacity differ from each other (a tenant
+        may then grow)."""
         doc = self.client.get("/scheduler-conf")
         props = {str(p.get("name")): p.get("value")
                  for p in as_list(doc.get("property") if isinstance(doc, Mapping) else None)
                  if isinstance(p, Mapping)}
-        out: dict[str, str] = {}
-        for path, want in caps.items():
-            got = props.get(f"yarn.scheduler.capacity.{path}.capacity")
-            top = props.get(f"yarn.scheduler.capacity.{path}.maximum-capacity")
-            if got is None or top is None or as_float(got, -1.0) != as_float(top, -2.0):
-                return None
-            out[path] = want if abs(as_float(got) - float(want)) < 1e-9 else str(got)
+        out: dict[str, dict[str, str]] = {}
+        for part, by_queue in caps.items():
+            cap_key, max_key = capacity_keys(part)
+            row = out.setdefault(part, {})
+            for path, want in by_queue.items():
+                got = props.get(f"yarn.scheduler.capacity.{path}.{cap_key}")
+                top = props.get(f"yarn.scheduler.capacity.{path}.{max_key}")
+                if got is None or top is None or as_float(got, -1.0) != as_float(top, -2.0):
+                    return None
+                row[path] = want if abs(as_float(got) - float(want)) < 1e-9 else str(got)
         return out
 
-    def _preflight(self) -> float:
+    def _preflight(self) -> QueueTree:
         """Whether this RM lets queue capacities carry the shares, checked once before the
-        first write; returns the parent queue's share of the cluster (percent).
+        first write; returns its queue tree (the parent's share of each partition).
 
         Clear refusals: not a CapacityScheduler (FairScheduler has no mutation API), a
         managed or rest queue that is not a leaf under ``parent_queue``, a configuration
         store that is not mutable, a user that is not a YARN admin."""
-        if self._parent_pct is not None:
-            return self._parent_pct
+        if self._tree is not None:
+            return self._tree
         s = self.settings
         tree = queue_tree(self.client.get("/scheduler"))
         if tree.scheduler != "capacityScheduler":
@@ -575,8 +641,8 @@ class YarnAdapter:
                 raise NotExpressible("scheduler-conf needs a YARN admin (yarn.admin.acl);"
                                      f" the RM answered: {exc.message}") from exc
             raise
-        self._parent_pct = parent.absolute_capacity
-        return self._parent_pct
+        self._tree = tree
+        return tree
 
     # ---- idempotence ----------------------------------------------------------------------
     def check(self, action: Action) -> Effect:

@@ -69,6 +69,9 @@ class YarnView:
     apps: Mapping[str, YarnAppInfo]
     problems: tuple[str, ...] = ()
     node_ids: Mapping[str, str] = field(default_factory=dict)   # node name → NM id
+    #: GPU node → its node-label partition ("" the default one): a queue's capacity on a
+    #: partition governs that partition's GPUs only
+    partition_of: Mapping[str, str] = field(default_factory=dict)
 
 
 def leaf(queue: str) -> str:
@@ -91,16 +94,25 @@ def container_gpus(container: Mapping[str, Any]) -> int:
 def translate(nodes_doc: Any, apps_doc: Any, containers: Mapping[str, Sequence[Any]], *,
               now: float, managed_queues: Sequence[str] = (), tenant_from: str = "queue",
               gpu_type_attribute: str = "gpu_type", default_gpu_type: str = "gpu",
-              app_tag_prefix: str = "", source: str = "yarn") -> YarnView:
+              app_tag_prefix: str = "", source: str = "yarn",
+              queue_labels: Mapping[str, str] | None = None) -> YarnView:
     """Build the model from one nodes reply, one apps reply and the running apps' containers.
 
     ``managed_queues`` (leaf names or paths; empty: all) are the queues gpufair schedules;
-    ``tenant_from`` is ``queue`` (a tenant per leaf queue) or ``user``."""
+    ``tenant_from`` is ``queue`` (a tenant per leaf queue) or ``user``; ``queue_labels``
+    (leaf → default node-label expression) says in which partition a queue's apps run.
+
+    When GPU nodes sit in node-label partitions, an app can run only on the nodes of its
+    partition (its ``appNodeLabelExpression``, else its queue's default; labels are
+    exclusive, YARN's default): its job's ``allowed_nodes`` are those nodes, so no plan
+    puts it on GPUs YARN would never give it."""
     problems: list[str] = []
     managed = {leaf(q) for q in managed_queues}
-    nodes, node_ids, used_on, used_at = _nodes(nodes_doc, gpu_type_attribute,
-                                               default_gpu_type, problems, f"{source}/nodes")
+    nodes, node_ids, used_on, used_at, labels_of = _nodes(
+        nodes_doc, gpu_type_attribute, default_gpu_type, problems, f"{source}/nodes")
     orders = {n.name: _order(n.gpus, used_at.get(n.name)) for n in nodes}
+    partition_of = {n.name: labels_of.get(n.name, "") for n in nodes}
+    partitioned = any(partition_of.values())
     by_id = {nid: name for name, nid in node_ids.items()}
     jobs: list[Job] = []
     infos: dict[str, YarnAppInfo] = {}
@@ -139,11 +151,16 @@ def translate(nodes_doc: Any, apps_doc: Any, containers: Mapping[str, Sequence[A
                        None) if tags else None
             started = as_int(raw.get("startedTime")) / 1000.0
             launched = as_int(raw.get("launchTime"), as_int(raw.get("startedTime"))) / 1000.0
+            allowed = None
+            if partitioned:
+                part = str(raw.get("appNodeLabelExpression") or "") or \
+                    (queue_labels or {}).get(leaf(queue), "")
+                allowed = tuple(n for n, p in partition_of.items() if p == part)
             job = Job(id=app_id, tenant=leaf(queue) if tenant_from == "queue" else user,
                       app=app or None, gpus=held + pending,
                       state=JobState.RUNNING if held else JobState.PENDING,
                       arrival_s=started, start_s=launched if held else None,
-                      gpus_held=tuple(gpus_held))
+                      gpus_held=tuple(gpus_held), allowed_nodes=allowed)
             priority = raw.get("priority", raw.get("applicationPriority"))
             infos[app_id] = YarnAppInfo(queue, user, state, as_int(priority), held, pending,
                                         tags)
@@ -162,16 +179,17 @@ def translate(nodes_doc: Any, apps_doc: Any, containers: Mapping[str, Sequence[A
                          tenants=tuple(Tenant(t) for t in sorted({j.tenant for j in jobs})),
                          gpu_types=tuple(GpuType(t) for t in sorted({n.gpu_type
                                                                      for n in out_nodes})))
-    return YarnView(state, infos, tuple(problems), node_ids)
+    return YarnView(state, infos, tuple(problems), node_ids, partition_of)
 
 
 def _nodes(doc: Any, attribute: str, default_type: str, problems: list[str], source: str
            ) -> tuple[list[Node], dict[str, str], dict[str, int],
-                      dict[str, tuple[int, ...] | None]]:
+                      dict[str, tuple[int, ...] | None], dict[str, str]]:
     nodes: list[Node] = []
     ids: dict[str, str] = {}
     used: dict[str, int] = {}
     used_at: dict[str, tuple[int, ...] | None] = {}
+    labels: dict[str, str] = {}
     for i, raw in enumerate(items(doc, "nodes", "node", source)):
         node_id = str(raw.get("id") or "")
         where = f"{source}: node {node_id or f'#{i}'}"
@@ -186,10 +204,11 @@ def _nodes(doc: Any, attribute: str, default_type: str, problems: list[str], sou
         ids[name] = node_id
         used[name] = busy
         used_at[name] = busy_at
+        labels[name] = next((str(x) for x in as_list(raw.get("nodeLabels")) if x), "")
         rack = str(raw.get("rack") or "") or None
         nodes.append(Node(name, _gpu_type(raw, attribute, default_type), gpus, rack=rack,
                           state=state))
-    return nodes, ids, used, used_at
+    return nodes, ids, used, used_at, labels
 
 
 #: Fields of a node record in a shape whose GPUs are known (or known to be absent): upstream

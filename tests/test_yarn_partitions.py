@@ -1,0 +1,98 @@
+"""GPU nodes in node-label partitions (Hadoop-AI's dedicated virtual clusters): capacities and
+usage read per partition, apps kept to their partition's nodes, and shares enforced as the
+queues' capacities on the partition that holds the GPUs — in the real capture's queue tree
+and against the emulator over real HTTP."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufair.adapters.yarn import YarnAdapter
+from gpufair.adapters.yarn.decode import loads
+from gpufair.adapters.yarn.queues import queue_tree
+from gpufair.model import JobState, Start
+from gpufair.plugin.service import build_daemon
+from gpufair.plugin.store import DONE, Store
+from tests.test_yarn_adapter import adapter_for
+from tests.yarn_captures import DATA
+from tests.yarn_emulator import SHAPES, Cluster, EmuNode, RMServer
+from tests.yarn_setup import yarn_config
+
+
+def test_the_captures_queue_capacities_and_usage_per_partition() -> None:
+    """scheduler_with_label.json by hand: the dedicated VC test_vc has 0 % of the default
+    partition and 100 % of its own; vc_a 10 % of the default one and 0 % of test_vc, where it
+    may still run; default uses 1 GPU, of the default partition."""
+    path = DATA / "hadoop-ai" / "scheduler_with_label.json"
+    tree = queue_tree(loads(path.read_bytes(), str(path)))
+    vc, vc_a, default = (tree.queues[f"root.{q}"] for q in ("test_vc", "vc_a", "default"))
+    assert (vc.share(""), vc.share("test_vc"), vc.default_label) == (0.0, 100.0, "test_vc")
+    assert (vc_a.share(""), vc_a.share("test_vc"), vc_a.can_use("test_vc")) == (10.0, 0.0, True)
+    assert not tree.queues["root.label_ex"].can_use("test_vc")
+    assert default.used_gpus == {"": 1, "label_ex": 0, "label_non": 0, "test_vc": 0}
+    assert tree.queues["root"].share("test_vc") == 100.0
+
+
+def partitioned(shape: str = "hadoop-3", rest_labels: bool = True) -> Cluster:
+    """gpu01 (4 GPUs, default partition) and vc01 (4 GPUs, label vc). Tenant a runs on the
+    default partition; v is a dedicated VC: 0 % of the default partition, its apps run on vc
+    (where it starts with 0 %); rest takes the remainder of both."""
+    return Cluster([EmuNode("gpu01", 4), EmuNode("vc01", 4, label="vc")],
+                   {"root.a": (0, 0), "root.v": (0, 0), "root.rest": (100, 100)},
+                   partitions={"root.v": {"vc": (0, 0)},
+                               **({"root.rest": {"vc": (100, 100)}} if rest_labels else {})},
+                   default_labels={"root.v": "vc"}, shape=shape,
+                   accessible={"root.v": ("vc",), "root.a": ("",),
+                               **({} if rest_labels else {"root.rest": ("",)})})
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_dedicated_vc_gets_its_share_on_its_own_partition(tmp_path, shape) -> None:
+    """FIFO starts a1 (2 GPUs, tenant a) and v1 (2 GPUs, tenant v). By hand: v1 may only go
+    to vc01 (its partition), so its start names vc01's GPUs; capacities become, on the
+    default partition (4 GPUs), a 50 %, v 0 %, rest 50 %; on vc (4 GPUs), v 50 %, rest 50 %
+    (a may not use vc: no capacity there). The RM then runs a1 on gpu01 and v1 on vc01."""
+    cluster = partitioned(shape)
+    server = RMServer(cluster)
+    try:
+        a1 = cluster.submit("alice", "a", 2)
+        v1 = cluster.submit("vera", "v", 2)
+        cluster.tick()
+        config = yarn_config(tmp_path, server, managed_queues=["a", "v"])
+        store = Store(config.store.path)
+        daemon = build_daemon(config, YarnAdapter.from_settings(config.yarn), store)
+        daemon.run_round()
+        starts = {a.job_id: a.gpu_ids for a in daemon.last.actions if isinstance(a, Start)}
+        assert {n.rpartition(":")[0] for n in starts[v1]} == {"vc01"}
+        assert all(e.status == DONE for e in store.journal()), store.journal()
+        cluster.tick()
+        q = cluster.queues
+        assert (q["root.a"].capacity, q["root.v"].capacity, q["root.rest"].capacity) == \
+            (50.0, 0.0, 50.0)
+        assert (q["root.v"].labels, q["root.rest"].labels) == \
+            ({"vc": [50.0, 50.0]}, {"vc": [50.0, 50.0]})
+        assert {c.node for c in cluster.apps[v1].placed} == {"vc01:45454"}
+        assert {c.node for c in cluster.apps[a1].placed} == {"gpu01:45454"}
+        state = daemon.adapter.snapshot()
+        jobs = {j.id: j for j in state.jobs}
+        assert jobs[v1].state is JobState.RUNNING and jobs[v1].allowed_nodes == ("vc01",)
+        daemon.run_round()
+        assert daemon.last.actions == []
+        store.close()
+    finally:
+        server.close()
+
+
+def test_a_rest_queue_that_cannot_use_the_partition_is_refused_before_any_write() -> None:
+    cluster = partitioned(rest_labels=False)
+    server = RMServer(cluster)
+    try:
+        v1 = cluster.submit("vera", "v", 2)
+        adapter = adapter_for(server, managed_queues=["a", "v"])
+        adapter.snapshot()
+        result = adapter.apply_one(Start(v1, ("vc01:0", "vc01:1")))
+        assert not result.ok and "rest_queue root.rest may not use partition 'vc'" in \
+            result.detail, result.detail
+        assert cluster.conf_log == []
+    finally:
+        server.close()
