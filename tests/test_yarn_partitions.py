@@ -31,6 +31,11 @@ def test_the_captures_queue_capacities_and_usage_per_partition() -> None:
     assert not tree.queues["root.label_ex"].can_use("test_vc")
     assert default.used_gpus == {"": 1, "label_ex": 0, "label_non": 0, "test_vc": 0}
     assert tree.queues["root"].share("test_vc") == 100.0
+    # an unset label expression as some RMs print it is the default partition
+    doc = {"scheduler": {"schedulerInfo": {"type": "capacityScheduler", "queues": {"queue": [
+        {"queueName": "x", "absoluteCapacity": 100,
+         "defaultNodeLabelExpression": "<DEFAULT_PARTITION>"}]}}}}
+    assert queue_tree(doc).queues["root.x"].default_label == ""
 
 
 def partitioned(shape: str = "hadoop-3", rest_labels: bool = True) -> Cluster:

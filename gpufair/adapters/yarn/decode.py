@@ -137,6 +137,13 @@ def resource_amount(resource: Any, name: str) -> int:
     return 0
 
 
+def partition_name(value: Any) -> str:
+    """A node-label partition as the RM names it: ``""``, missing or ``<DEFAULT_PARTITION>``
+    (what some RMs print for an unset label expression) are the default partition, ``""``."""
+    text = str(value or "").strip()
+    return "" if text == "<DEFAULT_PARTITION>" else text
+
+
 def unwrap(doc: Any, key: str, source: str) -> Any:
     """``doc[key]`` of a root-wrapped reply, or an error naming what came instead."""
     if not isinstance(doc, Mapping) or key not in doc:

@@ -8,7 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufair.adapters.yarn.decode import GPU, as_float, as_list, resource_amount, unwrap
+from gpufair.adapters.yarn.decode import (
+    GPU,
+    as_float,
+    as_list,
+    partition_name,
+    resource_amount,
+    unwrap,
+)
 
 
 @dataclass(frozen=True)
@@ -76,16 +83,16 @@ def _walk_cs(queue: Mapping[str, Any], path: str, out: dict[str, QueueInfo]) -> 
     share = 100.0 if path == "root" else as_float(queue.get("absoluteCapacity"))
     caps = queue.get("capacities")
     rows = as_list(caps.get("queueCapacitiesByPartition")) if isinstance(caps, Mapping) else []
-    partitions = {str(r.get("partitionName") or ""): as_float(r.get("absoluteCapacity"))
+    partitions = {partition_name(r.get("partitionName")): as_float(r.get("absoluteCapacity"))
                   for r in rows if isinstance(r, Mapping)}
     usage = queue.get("resources")
     rows = as_list(usage.get("resourceUsagesByPartition")) if isinstance(usage, Mapping) \
         else []
-    used = {str(r.get("partitionName") or ""): resource_amount(r.get("used"), GPU)
+    used = {partition_name(r.get("partitionName")): resource_amount(r.get("used"), GPU)
             for r in rows if isinstance(r, Mapping)}
     labels = tuple(str(x) for x in as_list(queue.get("nodeLabels")) if x)
     out[path] = QueueInfo(path, share, tuple(children), partitions, used, labels,
-                          str(queue.get("defaultNodeLabelExpression") or ""))
+                          partition_name(queue.get("defaultNodeLabelExpression")))
 
 
 def _walk_fs(queue: Any, out: dict[str, QueueInfo]) -> None:

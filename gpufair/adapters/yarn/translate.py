@@ -37,6 +37,7 @@ from gpufair.adapters.yarn.decode import (
     as_list,
     entries,
     items,
+    partition_name,
     resource_amount,
 )
 from gpufair.errors import InputError
@@ -153,7 +154,7 @@ def translate(nodes_doc: Any, apps_doc: Any, containers: Mapping[str, Sequence[A
             launched = as_int(raw.get("launchTime"), as_int(raw.get("startedTime"))) / 1000.0
             allowed = None
             if partitioned:
-                part = str(raw.get("appNodeLabelExpression") or "") or \
+                part = partition_name(raw.get("appNodeLabelExpression")) or \
                     (queue_labels or {}).get(leaf(queue), "")
                 allowed = tuple(n for n, p in partition_of.items() if p == part)
             job = Job(id=app_id, tenant=leaf(queue) if tenant_from == "queue" else user,
@@ -204,7 +205,7 @@ def _nodes(doc: Any, attribute: str, default_type: str, problems: list[str], sou
         ids[name] = node_id
         used[name] = busy
         used_at[name] = busy_at
-        labels[name] = next((str(x) for x in as_list(raw.get("nodeLabels")) if x), "")
+        labels[name] = next((partition_name(x) for x in as_list(raw.get("nodeLabels"))), "")
         rack = str(raw.get("rack") or "") or None
         nodes.append(Node(name, _gpu_type(raw, attribute, default_type), gpus, rack=rack,
                           state=state))
