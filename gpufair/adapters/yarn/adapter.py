@@ -75,15 +75,15 @@ class YarnSettings:
     retries: int = setting(3, "attempts per request (reads and idempotent writes)", ge=1,
                            le=20)
     backoff_s: float = setting(0.5, "first pause between attempts (doubles)", ge=0.0, le=60.0)
-    managed_queues: tuple[str, ...] = setting((), "leaf queues gpufair schedules (their apps"
-                                              " are the jobs); empty: every queue")
+    managed_queues: tuple[str, ...] = setting((), "leaf queues whose apps gpufair schedules;"
+                                              " empty: every queue")
     tenant_from: str = setting("queue", "a tenant per leaf queue, or per user",
                                choices=("queue", "user"))
     gpu_type_attribute: str = setting("gpu_type", "node attribute naming the GPU type (else"
                                       " the node's first label, else default_gpu_type)")
     default_gpu_type: str = setting("gpu", "GPU type of nodes that name none")
-    app_tag_prefix: str = setting("", "an app tag starting with this names the job's app"
-                                  " group (the rest of the tag); empty: the first tag")
+    app_tag_prefix: str = setting("", "an app tag starting with this names the app's group"
+                                  " (the rest of the tag); empty: the first tag")
     enforce: str = setting("none", "capacity: tenants' GPU shares become CapacityScheduler"
                            " queue capacities via scheduler-conf (CS with a mutable"
                            " configuration store); none: no queue changes",
