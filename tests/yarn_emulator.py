@@ -805,7 +805,7 @@ class Cluster:
                                      sum(a.held_gpus for a in mine)),
                     "reserved": self.res(0, 0, 0), "pending": self.res(0, 0, 0),
                     "amUsed": self.res(0, 0, 0), "amLimit": self.res(0, 0, 0)})
-        if q.default_label:
+        if not q.children:     # "" on a leaf without one (tests/data/yarn/hadoop-ai)
             out["defaultNodeLabelExpression"] = q.default_label
         if q.children:
             out["queues"] = {"queue": [self.queue_json(c) for c in q.children]}
@@ -816,7 +816,9 @@ class Cluster:
                                                       if a.state == "ACCEPTED"),
                         "numContainers": sum(len(a.placed) for a in apps),
                         "maxApplications": 10000, "maxApplicationsPerUser": 10000,
-                        "userLimit": 100, "users": listed([{"username": u} for u in users]),
+                        "userLimit": 100,
+                        "users": {"user": [self._user_json(u, apps) for u in users]}
+                        if users else None,
                         "userLimitFactor": 1.0, "configuredMaxAMResourceLimit": 0.1,
                         "AMResourceLimit": self.res(0, 0, 0),
                         "usedAMResource": self.res(0, 0, 0),
@@ -826,6 +828,22 @@ class Cluster:
                         "maxApplicationLifetime": -1, "defaultApplicationLifetime": -1,
                         "autoCreateChildQueueEnabled": False, "leafQueueTemplate": {}})
         return out
+
+    def _user_json(self, user: str, apps: list[EmuApp]) -> dict:
+        """A user of a leaf queue (UserInfo), with what its apps there hold."""
+        mine = [a for a in apps if a.user == user]
+        used = self.res(sum(c.memory_mb for a in mine for c in a.placed),
+                        sum(c.vcores for a in mine for c in a.placed),
+                        sum(a.held_gpus for a in mine))
+        none = self.res(0, 0, 0)
+        return {"username": user, "resourcesUsed": used,
+                "numPendingApplications": sum(1 for a in mine if a.state == "ACCEPTED"),
+                "numActiveApplications": sum(1 for a in mine if a.state == "RUNNING"),
+                "AMResourceUsed": none, "userResourceLimit": none,
+                "resources": {"resourceUsagesByPartition": [{
+                    "partitionName": "", "used": used, "reserved": none, "pending": none,
+                    "amUsed": none, "amLimit": none}]},
+                "userWeight": 1.0, "isActive": any(a.state == "RUNNING" for a in mine)}
 
     def _partition_caps(self, path: str, label: str) -> dict:
         """A queue's capacities on one labelled partition, as Hadoop-AI's RM lists them
@@ -885,6 +903,11 @@ class Cluster:
         root = self.queue_json("root")
         root.pop("queuePath", None)
         info = {"type": "capacityScheduler", **root, "queuePath": "root"}
+        if self.shape == "hadoop-ai":    # 2.9's scheduler health (hadoop-ai/scheduler.json)
+            idle = {"count": 0, "resources": self.res(0, 0, 0)}
+            info["health"] = {"lastrun": int(self.clock() * 1000), "operationsInfo": {},
+                              "lastRunDetails": [{"operation": op, **idle} for op in
+                                                 ("releases", "allocations", "reservations")]}
         info["queueCapacityVectorInfo"] = root["capacities"]["queueCapacitiesByPartition"][0][
             "queueCapacityVectorInfo"]
         return {"scheduler": {"schedulerInfo": info}}
