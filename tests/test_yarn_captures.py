@@ -129,3 +129,25 @@ def test_the_free_gpus_are_the_ones_the_bitmask_shows_free_across_rounds() -> No
         assert seen() == (("gpu01:0",), JobState.PENDING, 4, (2,))
     finally:
         server.close()
+
+
+def test_edges_of_the_hadoop_ai_node_shape() -> None:
+    """By hand: n0 has 0 + 0 GPUs (no GPUs: not a GPU node); n2 counts 2 + 2 with no bitmask
+    (4 GPUs; which 2 are busy is not said: the lowest, as for upstream's counts); n1 comes
+    twice, out of order (the second is reported and skipped); n1's 15 = 0b1111 on 4 free
+    GPUs: all free."""
+    def node(name: str, used: int, free: int, mask: int | None = None) -> dict:
+        out = {"id": f"{name}:8041", "nodeHostName": name, "state": "RUNNING",
+               "usedGPUs": used, "availableGPUs": free}
+        return out if mask is None else {**out, "availableGPUAttribute": mask}
+
+    body = json.dumps({"nodes": {"node": [
+        node("n2", 2, 2), node("n0", 0, 0, 0), node("n1", 0, 4, 15), node("n1", 1, 3, 14),
+    ]}}).encode()
+    with serve_capture({"/nodes": body, "/apps": NO_APPS}) as url:
+        adapter = adapter_for(_Url(url), retries=1)
+        state = adapter.snapshot()
+    assert [(n.name, n.gpus, n.unavailable) for n in state.nodes] == [
+        ("n2", 4, (0, 1)), ("n1", 4, ())]
+    assert [p.split(": ")[1:] for p in adapter.last_view.problems] == [
+        ["node n1:8041", "skipped", "duplicate node"]]

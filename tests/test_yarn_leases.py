@@ -83,3 +83,31 @@ def test_an_app_the_plan_preempts_is_not_renewed() -> None:
         assert cluster.apps[a1].expiry_ms / 1000 > now[0]
     finally:
         server.close()
+
+
+def test_a_renewal_the_rm_refuses_is_tried_again_next_round() -> None:
+    """At t=1500 (100 s left) the RM answers the renewal with 503 every time: counted as a
+    failure, the lease stays at 1600; at t=1550 the renewal goes through (to 2150), before
+    the RM would have ended the app."""
+    now = [1000.0]
+    cluster = gpu_cluster(clock=lambda: now[0])
+    server = RMServer(cluster)
+    try:
+        cluster.queues["root.a"].max_capacity = 0.0
+        a1 = cluster.submit("alice", "a", 2)
+        adapter = adapter_for(server, lease_s=LEASE_S, retries=2)
+        adapter.clock = lambda: now[0]
+        adapter.snapshot()
+        assert adapter.apply_one(Start(a1, ("gpu01:0", "gpu01:1"))).ok
+        now[0] = 1500.0
+        cluster.inject(f"/apps/{a1}/timeout", "status", status=503, times=2, method="PUT")
+        adapter.reconcile()
+        status = adapter.status()
+        assert (status["yarn_lease_failures"], status["yarn_lease_expires_at"]) == (1.0, 1600.0)
+        assert cluster.apps[a1].expiry_ms == 1_600_000
+        now[0] = 1550.0
+        adapter.reconcile()
+        assert cluster.apps[a1].expiry_ms == 2_150_000 and cluster.apps[a1].state == "RUNNING"
+        assert adapter.status()["yarn_lease_renewals"] == 1.0
+    finally:
+        server.close()
