@@ -101,3 +101,30 @@ def test_a_rest_queue_that_cannot_use_the_partition_is_refused_before_any_write(
         assert cluster.conf_log == []
     finally:
         server.close()
+
+
+def test_a_started_app_yarn_has_yet_to_place_is_shown_on_its_own_partition() -> None:
+    """Heartbeats mode: before v1's start is applied, the RM placed r1 (queue rest, whose
+    apps run on vc) on vc01:0-1, the GPUs the plan gave v1. Until YARN places v1, it is shown
+    running on the free GPUs of its partition, vc01:2-3 — not on gpu01's free GPUs, which its
+    apps can never get."""
+    cluster = Cluster([EmuNode("gpu01", 4), EmuNode("vc01", 4, label="vc")],
+                      {"root.a": (0, 0), "root.v": (0, 0), "root.rest": (100, 100)},
+                      partitions={"root.v": {"vc": (0, 0)}, "root.rest": {"vc": (100, 100)}},
+                      default_labels={"root.v": "vc", "root.rest": "vc"},
+                      accessible={"root.v": ("vc",), "root.a": ("",)}, heartbeats=True)
+    server = RMServer(cluster)
+    try:
+        v1 = cluster.submit("vera", "v", 2)
+        adapter = adapter_for(server, managed_queues=["a", "v"])
+        adapter.snapshot()                       # the plan's view: every GPU free
+        cluster.submit("rita", "rest", 2)
+        cluster.heartbeat()                      # rest: vc01:0-1
+        assert adapter.apply_one(Start(v1, ("vc01:0", "vc01:1"))).ok
+        jobs = {j.id: j for j in adapter.snapshot().jobs}
+        assert (jobs[v1].state, jobs[v1].gpus_held) == (JobState.RUNNING,
+                                                        ("vc01:2", "vc01:3"))
+        cluster.heartbeat()
+        assert {c.node for c in cluster.apps[v1].placed} == {"vc01:45454"}
+    finally:
+        server.close()

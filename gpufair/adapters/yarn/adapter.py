@@ -270,7 +270,8 @@ class YarnAdapter:
         Shown as the RM shows it, a round would plan it anew and stateful policies would not
         count it as running (AFS' ``run_s``, Shockwave's tables), though its queue keeps its
         GPUs. So it is shown running on all of its GPUs: those it holds, and for the rest
-        the plan's where still free, else the lowest free; no service is counted before this
+        the plan's where still free, else the lowest free of the nodes it may use (its
+        node-label partition's); no service is counted before this
         round when it holds nothing yet (``start_s`` now) — as Slurm's released jobs are.
         When too few are free (apps gpufair does not schedule took them) it is shown as the
         RM shows it, to be planned anew. Only with ``enforce = capacity``: otherwise a start
@@ -284,7 +285,8 @@ class YarnAdapter:
             missing = job.gpus - len(job.gpus_held)
             if grant is None or missing <= 0:
                 continue
-            spare = [g for g in free if g not in taken]
+            spare = [g for g in free if g not in taken and (
+                job.allowed_nodes is None or g.rpartition(":")[0] in job.allowed_nodes)]
             extra = tuple(dict.fromkeys([g for g in grant[1] if g in spare] + spare))[:missing]
             if len(extra) == missing:
                 taken.update(extra)
