@@ -128,3 +128,35 @@ def test_a_started_app_yarn_has_yet_to_place_is_shown_on_its_own_partition() -> 
         assert {c.node for c in cluster.apps[v1].placed} == {"vc01:45454"}
     finally:
         server.close()
+
+
+def test_an_app_may_stay_where_a_non_exclusive_label_let_it_run() -> None:
+    """translate() on hand-written replies: gpu01 in the default partition, vc01 labelled
+    vc. a1 (queue a, default partition) holds a container on vc01 (a non-exclusive label lends
+    idle nodes); a2 (queue a) waits; v1 (queue v, default label vc) waits. By hand: a1 may
+    use gpu01 and vc01 (where it runs), a2 only gpu01, v1 only vc01."""
+    from gpufair.adapters.yarn.translate import translate
+
+    def node(host: str, label: str | None) -> dict:
+        gpus = {"resourceInformations": {"resourceInformation": [
+            {"name": "yarn.io/gpu", "value": 4}]}}
+        return {"id": f"{host}:8041", "nodeHostName": host, "state": "RUNNING",
+                "nodeLabels": [label] if label else None, "totalResource": gpus,
+                "usedResource": {}}
+
+    def app(seq: int, queue: str, asks: int) -> dict:
+        ask = {"resourceName": "*", "numContainers": asks, "capability": {
+            "resourceInformations": {"resourceInformation": [
+                {"name": "yarn.io/gpu", "value": 1}]}}}
+        return {"id": f"application_1_{seq:04d}", "queue": queue, "user": "u",
+                "state": "RUNNING" if seq == 1 else "ACCEPTED",
+                "resourceRequests": [ask] if asks else None}
+
+    nodes = {"nodes": {"node": [node("gpu01", None), node("vc01", "vc")]}}
+    apps = {"apps": {"app": [app(1, "a", 0), app(2, "a", 1), app(3, "v", 2)]}}
+    held = {"application_1_0001": [{"assignedNodeId": "vc01:8041", "allocatedResources": [
+        {"key": "yarn.io/gpu", "value": "1"}]}]}
+    view = translate(nodes, apps, held, now=0.0, queue_labels={"a": "", "v": "vc"})
+    allowed = {j.id[-1]: j.allowed_nodes for j in view.state.jobs}
+    assert allowed == {"1": ("gpu01", "vc01"), "2": ("gpu01",), "3": ("vc01",)}
+    assert view.partition_of == {"gpu01": "", "vc01": "vc"}

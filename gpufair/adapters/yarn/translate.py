@@ -156,7 +156,9 @@ def translate(nodes_doc: Any, apps_doc: Any, containers: Mapping[str, Sequence[A
             if partitioned:
                 part = partition_name(raw.get("appNodeLabelExpression")) or \
                     (queue_labels or {}).get(leaf(queue), "")
-                allowed = tuple(n for n, p in partition_of.items() if p == part)
+                # and where it runs now: a non-exclusive label lends idle nodes to others
+                allowed = tuple(n for n, p in partition_of.items()
+                                if p == part or n in placed)
             job = Job(id=app_id, tenant=leaf(queue) if tenant_from == "queue" else user,
                       app=app or None, gpus=held + pending,
                       state=JobState.RUNNING if held else JobState.PENDING,
