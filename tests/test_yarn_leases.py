@@ -111,3 +111,50 @@ def test_a_renewal_the_rm_refuses_is_tried_again_next_round() -> None:
         assert adapter.status()["yarn_lease_renewals"] == 1.0
     finally:
         server.close()
+
+
+def test_leases_outlive_a_restart_of_the_daemon(tmp_path) -> None:
+    """Round 1 (t=1000) starts a1 and b1 with leases to 1600; the plan's preemption of b1 is
+    journalled but the kill refused (allow_kill off). The daemon restarts at t=1400 on the
+    same store: from its journal it renews a1's lease in its first round (to 2000) and not
+    b1's, so at t=1700 a1 runs and the RM has ended b1. A new daemon that forgot the leases
+    would let a1 end at 1600 too."""
+    from gpufair.model import Preempt
+    from gpufair.plugin.store import FAILED
+
+    now = [1000.0]
+    cluster = gpu_cluster(clock=lambda: now[0])
+    server = RMServer(cluster)
+    try:
+        cluster.queues["root.a"].max_capacity = 0.0
+        cluster.queues["root.b"].max_capacity = 0.0
+        a1 = cluster.submit("alice", "a", 2)
+        b1 = cluster.submit("bob", "b", 2)
+        config = yarn_config(tmp_path, server, lease_s=LEASE_S, allow_kill=False)
+
+        def daemon():
+            adapter = YarnAdapter.from_settings(config.yarn)
+            adapter.clock = lambda: now[0]
+            return build_daemon(config, adapter, Store(config.store.path))
+
+        first = daemon()
+        first.run_round()
+        assert {a.job_id for a in first.last.actions} == {a1, b1}
+        round_id = first.store.begin_round("fifo", {}, [Preempt(b1)], keys=["k"])
+        first.store.mark(round_id, 0, FAILED, "allow_kill is off")
+        first.store.finish_round(round_id, 0.0)
+        first.store.close()
+        cluster.tick()
+        assert cluster.apps[a1].expiry_ms == cluster.apps[b1].expiry_ms == 1_600_000
+        now[0] = 1400.0
+        second = daemon()
+        second.recover()
+        second.run_round()
+        assert cluster.apps[a1].expiry_ms == 2_000_000
+        assert cluster.apps[b1].expiry_ms == 1_600_000
+        now[0] = 1700.0
+        cluster.tick()
+        assert cluster.apps[a1].state == "RUNNING" and cluster.apps[b1].state == "KILLED"
+        second.store.close()
+    finally:
+        server.close()

@@ -26,10 +26,10 @@ from gpufair.core.fill import may_fill, occupancy
 from gpufair.core.guards import Deferred, takes_gpus
 from gpufair.core.history import rho_estimates
 from gpufair.core.round import Round, RoundResult
-from gpufair.model import ClusterState, Plan
+from gpufair.model import ClusterState, Plan, Preempt, Start
 from gpufair.plugin.events import EventListener
 from gpufair.plugin.metrics import Metrics
-from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, Store
+from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, JournalEntry, Store
 from gpufair.plugin.wake import WakeSocket
 from gpufair.plugin.wording import Words, describe, words_for
 from gpufair.policy.base import Policy, StatefulPolicy
@@ -238,6 +238,9 @@ class Daemon:
 
     def recover(self) -> None:
         self.restore_policy_state()
+        adopt = getattr(self.adapter, "adopt_started", None)
+        if callable(adopt) and not self.settings.dry_run:
+            adopt(started_not_preempted(self.store.journal()))
         for round_id in self.store.unfinished_rounds():
             log.warning("finishing round %d interrupted by a restart", round_id,
                         extra={"fields": {"event": "recovering", "round": round_id}})
@@ -351,3 +354,16 @@ def _tenant_gpus(state: ClusterState, plan: Plan) -> dict[str, int]:
 def _plan_dict(plan: Plan) -> dict[str, Any]:
     return {"assignments": {a.job_id: list(a.gpu_ids) for a in plan.assignments},
             "priorities": dict(plan.priorities), "reason": plan.reason}
+
+
+def started_not_preempted(journal: list[JournalEntry]) -> list[str]:
+    """The jobs the journal shows gpufair started (done) and has not tried to preempt since:
+    what a restarted daemon still answers for — on YARN, the apps whose leases it renews,
+    which would otherwise run out after a restart although the plan keeps the apps."""
+    kept: dict[str, None] = {}
+    for entry in journal:
+        if isinstance(entry.action, Start) and entry.status == DONE:
+            kept[entry.action.job_id] = None
+        elif isinstance(entry.action, Preempt) and entry.status != PLANNED:
+            kept.pop(entry.action.job_id, None)
+    return list(kept)

@@ -23,6 +23,7 @@ configuration says the RM allows it, with a clear refusal otherwise:
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -335,6 +336,15 @@ class YarnAdapter:
             log.info("yarn: %s (re-asserted before the round)", detail)
         return []
 
+    def adopt_started(self, app_ids: Sequence[str]) -> None:
+        """After a restart: the apps the daemon's journal shows gpufair started and has not
+        preempted since. Their leases (set by the daemon before the restart) are renewed at
+        the next round if they are still active — without this they would run out, and the
+        RM end apps the plan keeps. Apps that are gone are dropped at that round."""
+        if self.settings.lease_s > 0:
+            for app_id in app_ids:
+                self._leases.setdefault(app_id, -math.inf)   # due at once
+
     def _renew_leases(self, view: YarnView) -> None:
         """Give each app gpufair started with a lease a new lifetime of ``lease_s`` once
         less than half of it is left — one request per app every ``lease_s / 2``, not every
@@ -382,8 +392,9 @@ class YarnAdapter:
                "yarn_leases": float(len(self._leases)),
                "yarn_lease_renewals": float(self._lease_renewals),
                "yarn_lease_failures": float(self._lease_failures)}
-        if self._leases:
-            out["yarn_lease_expires_at"] = min(self._leases.values())
+        known = [t for t in self._leases.values() if math.isfinite(t)]
+        if known:
+            out["yarn_lease_expires_at"] = min(known)
         return out
 
     # ---- write side -----------------------------------------------------------------------
