@@ -4,6 +4,8 @@ real HTTP, on a clock the test moves (rounds 250 s apart, a 600 s lease)."""
 
 from __future__ import annotations
 
+import pytest
+
 from gpufair.adapters.yarn import YarnAdapter
 from gpufair.model import Preempt, Start
 from gpufair.plugin.service import build_daemon
@@ -158,3 +160,20 @@ def test_leases_outlive_a_restart_of_the_daemon(tmp_path) -> None:
         second.store.close()
     finally:
         server.close()
+
+
+def test_a_lease_that_could_end_between_two_rounds_is_refused() -> None:
+    """Renewed once less than half is left, at a round: a lease of at most two round
+    periods could end between two rounds. 240 s with rounds every 120 s: refused, naming
+    the field; 241 s: accepted."""
+    from gpufair.core.config import config_from_dict
+    from gpufair.errors import InputError
+
+    def config(lease_s: float):
+        return config_from_dict({"daemon": {"round_s": 120}, "yarn": {"lease_s": lease_s}},
+                                "t.toml")
+
+    with pytest.raises(InputError, match=r"t.toml: field 'yarn.lease_s' = 240\.0: must be"
+                                         r" over twice \[daemon\] round_s \(120 s\)"):
+        config(240.0)
+    assert config(241.0).yarn.lease_s == 241.0 and config(0.0).yarn.lease_s == 0.0
