@@ -151,3 +151,28 @@ def test_edges_of_the_hadoop_ai_node_shape() -> None:
         ("n2", 4, (0, 1)), ("n1", 4, ())]
     assert [p.split(": ")[1:] for p in adapter.last_view.problems] == [
         ["node n1:8041", "skipped", "duplicate node"]]
+
+
+def test_gpus_of_the_pluggable_device_framework() -> None:
+    """Hadoop 3.3+'s NVIDIA device plugin publishes GPUs as ``nvidia.com/gpu`` (hand-written
+    replies in the 3.x shape). By hand: n1 has 4, the running app holds 1 there (index 0)
+    and asks 2 × 1 more: a 3-GPU job; the other app's 1 GPU is unavailable (index 1)."""
+    from gpufair.adapters.yarn.translate import translate
+
+    def res(gpus: int) -> dict:
+        return {"memory": 1, "vCores": 1, "resourceInformations": {"resourceInformation": [
+            {"name": "memory-mb", "value": 1}, {"name": "nvidia.com/gpu", "value": gpus}]}}
+
+    nodes = {"nodes": {"node": [{"id": "n1:8041", "nodeHostName": "n1", "state": "RUNNING",
+                                 "totalResource": res(4), "usedResource": res(2)}]}}
+    ask = {"resourceName": "*", "numContainers": 2, "capability": res(1)}
+    apps = {"apps": {"app": [
+        {"id": "application_1_0001", "queue": "a", "state": "RUNNING",
+         "resourceRequests": [ask]},
+        {"id": "application_1_0002", "queue": "other", "state": "RUNNING"}]}}
+    held = [{"assignedNodeId": "n1:8041", "allocatedResources": [
+        {"key": "memory-mb", "value": "1"}, {"key": "nvidia.com/gpu", "value": "1"}]}]
+    view = translate(nodes, apps, {"application_1_0001": held, "application_1_0002": held},
+                     now=0.0, managed_queues=("a",))
+    assert [(n.name, n.gpus, n.unavailable) for n in view.state.nodes] == [("n1", 4, (1,))]
+    assert [(j.gpus, j.gpus_held) for j in view.state.jobs] == [(3, ("n1:0",))]

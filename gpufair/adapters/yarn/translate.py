@@ -33,6 +33,7 @@ from typing import Any
 
 from gpufair.adapters.yarn.decode import (
     GPU,
+    GPU_TYPES,
     as_int,
     as_list,
     entries,
@@ -86,7 +87,8 @@ def node_name(node_id: str) -> str:
 
 def container_gpus(container: Mapping[str, Any]) -> int:
     """GPUs of one container record (mapped JSON: strings; or a ResourceInfo)."""
-    gpus = entries(container.get("allocatedResources")).get(GPU)
+    allocated = entries(container.get("allocatedResources"))
+    gpus = next((allocated[t] for t in GPU_TYPES if t in allocated), None)
     if gpus is not None:
         return max(0, as_int(gpus))
     return resource_amount(container.get("resource"), GPU)
