@@ -160,3 +160,51 @@ def test_an_app_may_stay_where_a_non_exclusive_label_let_it_run() -> None:
     allowed = {j.id[-1]: j.allowed_nodes for j in view.state.jobs}
     assert allowed == {"1": ("gpu01", "vc01"), "2": ("gpu01",), "3": ("vc01",)}
     assert view.partition_of == {"gpu01": "", "vc01": "vc"}
+
+
+def test_gpus_lent_by_a_non_exclusive_label_do_not_stop_enforcement(caplog) -> None:
+    """a1 (queue a, which may not use vc) holds 1 GPU of vc01, lent by a non-exclusive label;
+    v1 (queue v) holds 2 there. By hand, vc's capacities (4 GPUs): v 50 %, rest 50 % — a's GPU
+    is left out, with a warning, instead of refusing to enforce anything; the default
+    partition (gpu01, 4 GPUs): a 0 %, v 0 %, rest 100 %."""
+    from gpufair.adapters.yarn.translate import translate
+
+    def res(gpus: int) -> dict:
+        return {"resourceInformations": {"resourceInformation": [
+            {"name": "yarn.io/gpu", "value": gpus}]}}
+
+    def container(gpus: int) -> dict:
+        return {"assignedNodeId": "vc01:8041",
+                "allocatedResources": [{"key": "yarn.io/gpu", "value": str(gpus)}]}
+
+    nodes = {"nodes": {"node": [
+        {"id": "gpu01:8041", "nodeHostName": "gpu01", "state": "RUNNING",
+         "totalResource": res(4)},
+        {"id": "vc01:8041", "nodeHostName": "vc01", "state": "RUNNING", "nodeLabels": ["vc"],
+         "totalResource": res(4), "usedResource": res(3)}]}}
+    apps = {"apps": {"app": [{"id": "application_1_0001", "queue": "a", "state": "RUNNING"},
+                             {"id": "application_1_0002", "queue": "v", "state": "RUNNING"}]}}
+    held = {"application_1_0001": [container(1)], "application_1_0002": [container(2)]}
+
+    def queue(name: str, labels: list[str], caps: dict[str, float]) -> dict:
+        return {"queueName": name, "absoluteCapacity": caps.get("", 0.0), "nodeLabels": labels,
+                "capacities": {"queueCapacitiesByPartition": [
+                    {"partitionName": p, "absoluteCapacity": c} for p, c in caps.items()]}}
+
+    tree = queue_tree({"scheduler": {"schedulerInfo": {"type": "capacityScheduler",
+                                                       "queues": {"queue": [
+        queue("a", [""], {"": 0.0}), queue("v", ["vc"], {"": 0.0, "vc": 0.0}),
+        queue("rest", ["*"], {"": 100.0, "vc": 100.0})]}}}})
+    adapter = adapter_for(_Url("http://127.0.0.1:9"), managed_queues=["a", "v"])
+    adapter.last_view = translate(nodes, apps, held, now=0.0, managed_queues=("a", "v"),
+                                  queue_labels={"a": "", "v": "vc"})
+    adapter._tree = tree
+    assert adapter._capacities() == {
+        "": {"root.a": "0", "root.v": "0", "root.rest": "100"},
+        "vc": {"root.v": "50", "root.rest": "50"}}
+    assert "queues of a hold GPUs of partition 'vc'" in caplog.text
+
+
+class _Url:
+    def __init__(self, url: str) -> None:
+        self.url = url

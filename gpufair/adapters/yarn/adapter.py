@@ -547,9 +547,10 @@ class YarnAdapter:
                 continue                      # GPUs no managed queue may use: not ours
             where = f"partition {part!r}" if part else "the default partition"
             stray = sorted(t for t, n in shares.items() if n and t not in users)
-            if stray:
-                raise NotExpressible(f"queues of {', '.join(stray)} hold GPUs of {where} but"
-                                     " may not use it (accessible-node-labels)")
+            if stray:   # a non-exclusive label lent them idle nodes: no capacity governs that
+                log.warning("yarn: queues of %s hold GPUs of %s they may not be given"
+                            " (accessible-node-labels): left out of its capacities",
+                            ", ".join(stray), where)
             if not self._can_use(str(s.rest_queue), part):
                 raise NotExpressible(f"rest_queue {s.rest_queue} may not use {where}"
                                      f" ({totals.get(part, 0)} GPUs): add it to its"
