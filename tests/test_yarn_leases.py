@@ -4,6 +4,8 @@ real HTTP, on a clock the test moves (rounds 250 s apart, a 600 s lease)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from gpufair.adapters.yarn import YarnAdapter
@@ -151,7 +153,10 @@ def test_leases_outlive_a_restart_of_the_daemon(tmp_path) -> None:
         now[0] = 1400.0
         second = daemon()
         second.recover()
+        status = second.adapter.status()      # a1 adopted, its end not known until renewed
+        assert status["yarn_leases"] == 1.0 and math.isnan(status["yarn_lease_expires_at"])
         second.run_round()
+        assert second.adapter.status()["yarn_lease_expires_at"] == 2000.0
         assert cluster.apps[a1].expiry_ms == 2_000_000
         assert cluster.apps[b1].expiry_ms == 1_600_000
         now[0] = 1700.0

@@ -386,15 +386,16 @@ class YarnAdapter:
     def status(self) -> dict[str, float]:
         """The RM connection and the leases, for ``/metrics`` (``gpufair_adapter_status``):
         failovers and requests; apps under a lease, renewals and failed renewals, and the
-        soonest lease end (epoch seconds) — alert when it comes close to now."""
+        soonest lease end (epoch seconds; NaN when none is known, so that no stale end
+        lingers in the gauge once the last lease is gone) — alert when it comes close to
+        now."""
         out = {"yarn_rm_failovers": float(self.client.failovers),
                "yarn_rm_requests": float(self.client.requests),
                "yarn_leases": float(len(self._leases)),
                "yarn_lease_renewals": float(self._lease_renewals),
                "yarn_lease_failures": float(self._lease_failures)}
         known = [t for t in self._leases.values() if math.isfinite(t)]
-        if known:
-            out["yarn_lease_expires_at"] = min(known)
+        out["yarn_lease_expires_at"] = min(known) if known else math.nan
         return out
 
     # ---- write side -----------------------------------------------------------------------
