@@ -486,8 +486,12 @@ class SlurmAdapter:
         return next((j for j in self.last_view.state.jobs if j.id == job_id), None)
 
     def hold(self, job_id: str) -> CommandResult:
-        """Admin operations outside the plan's vocabulary (no model action expresses them)."""
-        return self.transport.control("hold", job_id)
+        """Admin operations outside the plan's vocabulary (no model action expresses them).
+
+        gpufair's hold is a *user* hold (``scontrol uhold``, Reason=JobHeldUser, as
+        job_submit.lua's at submission): an administrator's ``scontrol hold``
+        (JobHeldAdmin) then stays theirs, and gpufair starts no job under it."""
+        return self.transport.control("uhold", job_id)
 
     def release(self, job_id: str) -> CommandResult:
         return self.transport.control("release", job_id)

@@ -25,6 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Any
 
 from gpufair.adapters.slurm.arrays import parse_task_list
@@ -285,7 +286,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
             _check_held(*result, known)
             result = (_elastic(result[0], raw, problems, where), result[1])
             try:
-                result = (_constrain(result[0], raw, site), result[1])
+                result = (_constrain(result[0], raw, site, now), result[1])
             except NotRunnable as why:  # nothing wrong: it waits for its owner or a parent
                 waiting.append((result[0], str(why)))
                 continue
@@ -454,13 +455,15 @@ def user_held(raw: Mapping[str, Any]) -> bool:
 
 def held_by_gpufair(jobs_doc: Any) -> list[str]:
     """Ids of the waiting jobs that wait only for gpufair: marked by job_submit.lua, held,
-    not held by their owner. What an uninstall must release (hard mode holds every managed
-    job, dependency waiters included); an owner's hold and anyone else's stay. A record that
+    not held by their owner nor by an administrator. What an uninstall must release (hard
+    mode holds every managed job, dependency waiters included); an owner's hold and an
+    administrator's stay. A record that
     cannot be read is left alone (releasing a job on a guess is not undone)."""
     ids = []
     for raw in _records(jobs_doc, "jobs") or []:
         try:
-            if not isinstance(raw, Mapping) or not _managed(raw) or user_held(raw):
+            if not isinstance(raw, Mapping) or not _managed(raw) or user_held(raw) \
+                    or _text(raw, "state_reason") == ADMIN_HOLD:
                 continue
             job_id = raw.get("job_id")
             if _on_hold(_text(raw, "job_state"), _text(raw, "state_reason"),
@@ -510,12 +513,15 @@ def _elastic(job: Job, raw: Mapping[str, Any], problems: list[str], where: str) 
     return replace(job, min_gpus=low, max_gpus=high)
 
 
-def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:
+def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job:
     """What Slurm will honour of a placement, as the model's constraints on the job."""
     if job.state is not JobState.PENDING:
         return job
     if user_held(raw):
         raise NotRunnable("held by its owner until they release it")
+    why = not_eligible(raw, now)
+    if why is not None:
+        raise NotRunnable(why)
     running, limit = site.arrays.get(_int(raw, "array_job_id") or 0, (0, 0))
     if limit and running >= limit and _num(raw, "priority", 0.0, float(_MAX_U32)) == 0:
         # (a task already released counts itself: it is not held back for that)
@@ -551,6 +557,47 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:
         typed = per_job[0].gpu_type if per_job else None
     return replace(job, allowed_nodes=None if allowed is None else tuple(sorted(allowed)),
                    nodes=nodes, gpu_types=(typed,) if typed else None)
+
+
+#: the reason of a hold by an administrator (root's ``scontrol hold``). gpufair's own holds are
+#: user holds (job_submit.lua's at submission, ``scontrol uhold`` and ``requeuehold`` by the
+#: daemon): an admin hold is somebody else's decision, and gpufair starts no job under one
+ADMIN_HOLD = "JobHeldAdmin"
+
+
+def not_eligible(raw: Mapping[str, Any], now: float) -> str | None:
+    """Why Slurm itself would not start this waiting job now, or None.
+
+    Read from Slurm's own fields rather than re-derived: gpufair holds every job it manages,
+    so Slurm's reason for a managed job is the hold, and what else stands in its way must be
+    read here, or the release (``StartTime=now``) would override it.
+
+    - ``eligible_time`` in the future on a job never run: its ``--begin`` (or an
+      ``scontrol update StartTime=``). A requeue sets a begin time too (Slurm's delay before
+      a requeued job may run again): that one is gpufair's to override, as it does when it
+      restarts a job it preempted, so a job that ran before (``restart_cnt``) is not held
+      back by it.
+    - ``deadline`` that the job can no longer meet: Slurm ends such a job (state DEADLINE)
+      rather than start it; the shortest run it accepts is ``--time-min``, else its time
+      limit when known.
+    - an administrator's hold (``JobHeldAdmin``): theirs to lift.
+    """
+    eligible = _num(raw, "eligible_time") or 0.0
+    if eligible > now and not _int(raw, "restart_cnt"):
+        return f"not eligible before {_clock(eligible)} (its --begin)"
+    deadline = _num(raw, "deadline") or 0.0
+    if deadline:
+        shortest = _int(raw, "time_minimum") or _int(raw, "time_limit") or 0
+        if now + 60.0 * shortest >= deadline:
+            return f"its --deadline {_clock(deadline)} cannot be met (Slurm ends it)"
+    if _text(raw, "state_reason") == ADMIN_HOLD:
+        return "held by an administrator (scontrol hold); scontrol uhold hands it back"
+    return None
+
+
+def _clock(epoch: float) -> str:
+    """An epoch time as Slurm prints it (UTC), for the reasons a dry run shows."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 _ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",

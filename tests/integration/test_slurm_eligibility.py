@@ -1,0 +1,43 @@
+"""What makes a job not yet eligible in Slurm keeps it out of gpufair's plan (issue 29, item 1):
+a --begin in the future, an administrator's hold, a dependency not met. On the real loopback
+Slurm, over the daemon's own rounds (reconcile, snapshot, plan, apply)."""
+
+from __future__ import annotations
+
+from slurm_cluster import Cluster, write_config
+from test_slurm_constraints import submit
+
+from gpufair.adapters.slurm import CliTransport, SlurmAdapter, SlurmSettings
+from gpufair.core.config import load_config
+from gpufair.plugin.service import live_round
+
+
+def daemon_round(cluster: Cluster, tmp_path) -> list[str]:
+    """One of the daemon's rounds (fifo): the ids of the jobs it acted on, every action ok."""
+    config = load_config(write_config(tmp_path / "g.toml", cluster, tmp_path / "s.db",
+                                      policy="fifo"))
+    adapter = SlurmAdapter(CliTransport(env=cluster.env), SlurmSettings(), mode="hard")
+    adapter.reconcile()
+    result = live_round(config).run(adapter.snapshot(), history={})
+    outcomes = [adapter.apply_one(a) for a in result.actions]
+    assert all(o.ok for o in outcomes), [o.detail for o in outcomes]
+    return [a.job_id for a in result.actions]
+
+
+def test_jobs_slurm_would_not_start_yet_are_not_started(cluster: Cluster, tmp_path):
+    later = submit(cluster, tmp_path, "later", "--begin=now+600", "--gres=gpu:1")
+    held = submit(cluster, tmp_path, "held", "--gres=gpu:1")
+    assert cluster.run("scontrol", "hold", held).returncode == 0        # root: an admin
+    parent = submit(cluster, tmp_path, "parent", "--gres=gpu:1")
+    child = submit(cluster, tmp_path, "child", "--gres=gpu:1", f"--dependency=afterok:{parent}")
+    before = cluster.jobs()[later]
+    acted = [daemon_round(cluster, tmp_path) for _ in range(2)]
+    assert acted[0] == [parent] and acted[1] == [], acted     # an idle 16-GPU cluster
+    cluster.wait_for("the parent running", lambda: (
+        cluster.jobs()[parent]["job_state"] == "RUNNING"), 30)
+    jobs = cluster.jobs()
+    assert jobs[later]["job_state"] == "PENDING"
+    assert (jobs[later]["start_time"], jobs[later]["eligible_time"]) == \
+        (before["start_time"], before["eligible_time"])          # not moved back to now
+    assert jobs[held]["job_state"] == "PENDING" and jobs[held]["state_reason"] == "JobHeldAdmin"
+    assert jobs[child]["job_state"] == "PENDING" and jobs[child]["priority"] == 0

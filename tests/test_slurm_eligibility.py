@@ -1,0 +1,141 @@
+"""What makes a managed job not yet eligible, read from Slurm's own fields (issue 29, item 1).
+
+``tests/data/slurm/squeue_eligibility.json`` and ``sinfo_eligibility.json`` are real
+``squeue --json`` / ``sinfo --json`` output of the loopback Slurm 22.05 in hard mode
+(job_submit.lua holding every managed job), read right after these submissions:
+
+====  ===========  ==========================================================================
+ id   name         how it was submitted
+====  ===========  ==========================================================================
+  9   begin        ``--begin=now+600 --gres=gpu:1``
+ 10   deadline     ``--deadline=now+3600 --time-min=10 --gres=gpu:1``
+ 11   adminheld    ``--gres=gpu:1``, then root's ``scontrol hold 11``
+ 12   running      ``--gres=gpu:1 --mem=70000 -c 4``, pinned to gpu-v100-1 and released
+ 13   child        ``--dependency=afterok:12 --gres=gpu:1``
+ 14   pergpu       ``--gres=gpu:2 --cpus-per-gpu=3 --mem-per-gpu=5000``
+ 15   excl         ``--gres=gpu:1 --exclusive``
+ 16   percpu       ``--gres=gpu:1 -n 4 --mem-per-cpu=2000``
+ 17   resv         ``--gres=gpu:1 --reservation=r1`` (r1: gpu-k80-1, from 5 minutes later)
+ 18   stranded     ``--gres=gpu:1 --mem=70000``, pinned to gpu-v100-1 and released
+                   (Reason=Resources: job 12 holds 70,000 of its 128,000 MB)
+ 19   tasks        ``--gres=gpu:1 --ntasks-per-node=2 -c 2``
+====  ===========  ==========================================================================
+
+(jobs 1-8: cancelled earlier submissions, as squeue still lists them).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from gpufair.adapters.slurm.commands import steps_for
+from gpufair.adapters.slurm.translate import held_by_gpufair, not_eligible, translate
+from gpufair.adapters.slurm.transport import scontrol_argv
+from gpufair.model import Migrate, Preempt, Start
+
+DATA = Path(__file__).parent / "data" / "slurm"
+SUBMITTED = 1795855711.0          # the submissions above (their submit_time)
+READ = SUBMITTED + 10             # when the documents were read
+
+
+def _docs() -> tuple[dict, dict]:
+    return (json.loads((DATA / "squeue_eligibility.json").read_text()),
+            json.loads((DATA / "sinfo_eligibility.json").read_text()))
+
+
+def _record(jobs: dict, job_id: int) -> dict:
+    return next(j for j in jobs["jobs"] if j["job_id"] == job_id)
+
+
+def _waiting(view) -> dict[str, str]:
+    return {job.id: why for job, why in view.waiting}
+
+
+def test_a_begin_time_in_the_future_keeps_the_job_out_of_the_plan():
+    jobs, nodes = _docs()
+    view = translate(jobs, nodes, now=READ)
+    assert "9" not in {j.id for j in view.state.jobs}
+    assert _waiting(view)["9"].startswith("not eligible before 2026-11-28T")
+    assert "(its --begin)" in _waiting(view)["9"]
+    # at its begin time it is demand like any other
+    begin = _record(jobs, 9)["eligible_time"]
+    later = translate(jobs, nodes, now=begin + 1.0)
+    assert "9" in {j.id for j in later.state.jobs} and "9" not in _waiting(later)
+
+
+def test_a_requeue_s_begin_time_is_gpufair_s_to_override():
+    """Slurm gives a requeued job a begin time ~2 minutes on: the job ran before, so that
+    one is the requeue's delay (gpufair restarts its preempted jobs at once), not a --begin."""
+    jobs, nodes = _docs()
+    record = _record(jobs, 9)
+    record["restart_cnt"] = 1
+    assert not_eligible(record, READ) is None
+    assert "9" in {j.id for j in translate(jobs, nodes, now=READ).state.jobs}
+
+
+def test_a_deadline_that_cannot_be_met_keeps_the_job_out():
+    jobs, nodes = _docs()
+    deadline = _record(jobs, 10)["deadline"]          # --time-min=10: 600 s before it
+    assert "10" in {j.id for j in translate(jobs, nodes, now=deadline - 601).state.jobs}
+    late = translate(jobs, nodes, now=deadline - 599)
+    assert "10" not in {j.id for j in late.state.jobs}
+    assert "--deadline" in _waiting(late)["10"]
+    # without --time-min the time limit counts; unknown (null) only the deadline itself
+    record = dict(_record(jobs, 10), time_minimum=0, time_limit=None)
+    assert not_eligible(record, deadline - 1) is None
+    assert not_eligible(record, deadline) is not None
+    assert not_eligible(dict(record, time_limit=30), deadline - 1799) is not None
+    assert not_eligible(dict(record, time_limit=30), deadline - 1801) is None
+
+
+def test_an_administrator_s_hold_is_honoured_and_survives_an_uninstall():
+    jobs, nodes = _docs()
+    view = translate(jobs, nodes, now=READ)
+    assert "11" not in {j.id for j in view.state.jobs}
+    assert "administrator" in _waiting(view)["11"]
+    # gpufair's own holds (the lua's, uhold, requeuehold) are user holds: those it starts
+    assert {"14", "15", "16", "19"} <= {j.id for j in view.state.jobs}
+    released = held_by_gpufair(jobs)
+    assert "11" not in released and {"9", "10", "13", "14"} <= set(released)
+
+
+def test_an_unmet_dependency_keeps_the_job_out():
+    jobs, nodes = _docs()
+    view = translate(jobs, nodes, now=READ)
+    assert "dependency" in _waiting(view)["13"]
+
+
+def test_gpufair_s_own_holds_are_user_holds():
+    """An admin's hold is JobHeldAdmin: gpufair's must not look like one, or the next round
+    would take its own hold for an administrator's and never start the job again."""
+    jobs, nodes = _docs()
+    view = translate(jobs, nodes, now=READ)
+    info = view.jobs["18"]                     # released, pinned: "starting"
+    preempt = steps_for(Preempt("18"), info, hard=True)
+    move = steps_for(Migrate("18", ("gpu-v100-2:0",)), info, hard=True)
+    assert preempt[0].verb == "uhold" and move[0].verb == "uhold"
+    assert scontrol_argv("uhold", "18") == ["scontrol", "uhold", "18"]
+    assert not any(s.verb == "hold" for s in preempt + move)
+
+
+@pytest.mark.parametrize("field", ["eligible_time", "deadline"])
+def test_an_odd_time_field_is_a_malformed_record_not_a_crash(field):
+    jobs, nodes = _docs()
+    bad = copy.deepcopy(jobs)
+    _record(bad, 14)[field] = "tomorrow"
+    view = translate(bad, nodes, now=READ)
+    assert any("job 14" in p and field in p for p in view.problems)
+    assert "14" not in {j.id for j in view.state.jobs} and "14" not in _waiting(view)
+
+
+def test_a_start_of_an_eligible_job_still_sets_its_start_time_now():
+    """The release path's StartTime=now stays (a requeued job would wait ~120 s), and is
+    harmless now that no job whose own begin time lies ahead is ever started."""
+    jobs, nodes = _docs()
+    view = translate(jobs, nodes, now=READ)
+    steps = steps_for(Start("14", ("gpu-k80-1:0", "gpu-k80-1:1")), view.jobs["14"], hard=True)
+    assert ("StartTime", "now") in steps[0].fields
