@@ -41,3 +41,15 @@ def test_jobs_slurm_would_not_start_yet_are_not_started(cluster: Cluster, tmp_pa
         (before["start_time"], before["eligible_time"])          # not moved back to now
     assert jobs[held]["job_state"] == "PENDING" and jobs[held]["state_reason"] == "JobHeldAdmin"
     assert jobs[child]["job_state"] == "PENDING" and jobs[child]["priority"] == 0
+
+
+def test_jobs_whose_memory_fills_most_of_a_node_run_on_different_nodes(cluster: Cluster,
+                                                                       tmp_path):
+    """Four 1-GPU jobs of 70,000 MB each on the idle cluster (4 nodes x 128,000 MB): one
+    round places one on each node, and all four run at once (issue 29, item 2)."""
+    ids = [submit(cluster, tmp_path, f"mem{i}", "--gres=gpu:1", "--mem=70000")
+           for i in range(4)]
+    assert sorted(daemon_round(cluster, tmp_path)) == sorted(ids)
+    cluster.wait_for("all four running", lambda: all(
+        cluster.jobs()[j]["job_state"] == "RUNNING" for j in ids), 30)
+    assert len({cluster.jobs()[j]["nodes"] for j in ids}) == 4

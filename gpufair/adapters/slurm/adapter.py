@@ -58,6 +58,7 @@ from gpufair.model import (
     Start,
     node_of,
 )
+from gpufair.model.host_room import HostRoom
 from gpufair.settings import setting
 
 log = logging.getLogger("gpufair.slurm")
@@ -591,13 +592,18 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
     GPUs it frees. Jobs gpufair does not schedule are not told apart there this round
     (sinfo counts the settling job's GPUs in use until it is gone); the next round does.
 
-    ``()`` when the job cannot start there: too few GPUs left, or a pinned node that Slurm
+    ``()`` when the job cannot start there: too few GPUs left, too few CPUs or too little
+    memory left beside them (what Slurm shows allocated to what gpufair does not schedule,
+    to the running jobs and to the released jobs before it), or a pinned node that Slurm
     itself shows down or drained (it starts nothing there until an admin or the node brings
     it back, which may be never). None when a pinned node is unknown or held back for what
     cannot be told (a record that could not be read, records that contradict each other):
     nothing to tell this round."""
     nodes = {n.name: n for n in view.state.nodes}
     taken = {g for job in view.state.jobs for g in job.gpus_held}
+    room = HostRoom(view.state.nodes)
+    for job in view.state.jobs:
+        room.take(job, job.gpus_held)
     out: dict[str, tuple[str, ...] | None] = {}
     for job in view.state.jobs:
         info = view.jobs[job.id]
@@ -622,9 +628,11 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
             extra = [g for f in free for g in f[1:]]
             gpus += extra[:job.gpus - len(gpus)]
             short = any(not f for f in free) or len(gpus) != job.gpus
-        if short:
+        counts = {n: sum(node_of(g) == n for g in gpus) for n in dict.fromkeys(info.pinned)}
+        if short or not all(room.fits(job, n, k) for n, k in counts.items()):
             out[job.id] = ()
             continue
+        room.take(job, gpus)
         taken.update(gpus)
         out[job.id] = tuple(sorted(gpus, key=lambda g: (info.pinned.index(node_of(g)),
                                                         int(g.rpartition(":")[2]))))

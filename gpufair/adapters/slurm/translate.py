@@ -32,7 +32,18 @@ from gpufair.adapters.slurm.arrays import parse_task_list
 from gpufair.adapters.slurm.gres import parse_gpu_entries
 from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.errors import json_kind
-from gpufair.model import ClusterState, GpuType, Job, JobState, Node, NodeState, Tenant, gpu_id
+from gpufair.model import (
+    ClusterState,
+    GpuType,
+    HostRequest,
+    Job,
+    JobState,
+    Node,
+    NodeState,
+    Tenant,
+    gpu_id,
+    node_of,
+)
 
 #: Slurm job states → model states; None: holds resources but is in transition (see below).
 JOB_STATES: dict[str, JobState | None] = {
@@ -67,6 +78,7 @@ _MAX_U32 = _U32 - 1
 _MAX_TIME = float(1 << 40)          # year 36812: beyond any "start in a year" estimate
 _MAX_JOB_GPUS = 1 << 20
 _MAX_NODE_GPUS = 1 << 12
+_MAX_MEMORY_MB = 1 << 40           # a petabyte of memory in one node or one job
 _MAX_NAMES = 1 << 16                # names one host list or GPU index list may expand to
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
 _RANGES = re.compile(r"(\d+)-(\d+)")
@@ -347,6 +359,8 @@ class _Site:
     features: Mapping[str, frozenset[str]]
     partitions: Mapping[str, frozenset[str]]    # partition → its GPU nodes
     used: Mapping[str, tuple[int, ...]]         # node → GPU indices in use by anybody
+    #: node → (CPUs, memory MB) Slurm has allocated there to anybody
+    allocated: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     job_states: Mapping[str, str] = field(default_factory=dict)   # for dependencies
     #: array job id → (its tasks running or released, its ``%N`` limit): see ``_array_load``
     arrays: Mapping[int, tuple[int, int]] = field(default_factory=dict)
@@ -356,6 +370,7 @@ def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
     features: dict[str, frozenset[str]] = {}
     partitions: dict[str, set[str]] = {}
     used: dict[str, tuple[int, ...]] = {}
+    allocated: dict[str, tuple[int, int]] = {}
     for raw in _records(doc, "nodes") or ():
         if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
             continue
@@ -372,7 +387,12 @@ def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
                                for i in (e.indices or ()))
         except (ValueError, TypeError):
             used[name] = ()
-    return _Site(features, {p: frozenset(n) for p, n in partitions.items()}, used)
+        try:
+            allocated[name] = (_int(raw, "alloc_cpus") or 0,
+                               _int(raw, "alloc_memory", _MAX_MEMORY_MB) or 0)
+        except Malformed:   # unknown: all of it, so that nothing is placed there on a guess
+            allocated[name] = (_MAX_U32, _MAX_MEMORY_MB)
+    return _Site(features, {p: frozenset(n) for p, n in partitions.items()}, used, allocated)
 
 
 def _job_states(records: Sequence[Any]) -> dict[str, str]:
@@ -418,11 +438,16 @@ def _foreign_gpus(nodes: Sequence[Node], jobs: Sequence[Job], site: _Site,
         for gpu in job.gpus_held:
             name, _, index = gpu.rpartition(":")
             held.setdefault(name, set()).add(int(index))
+    ours = _host_use(nodes, jobs)
     out = []
     for node in nodes:
         if node.state is not NodeState.UP:   # not offered anyway
             out.append(node)
             continue
+        cpus, memory = site.allocated.get(node.name, (0, 0))
+        mine = ours.get(node.name, (0, 0))
+        node = replace(node, cpus_unavailable=max(0, cpus - mine[0]) if node.cpus else 0,
+                       memory_unavailable_mb=max(0, memory - mine[1]) if node.memory_mb else 0)
         foreign = tuple(sorted(set(site.used.get(node.name, ())) - held.get(node.name, set())))
         foreign = tuple(i for i in foreign if i < node.gpus)
         if foreign:
@@ -431,6 +456,25 @@ def _foreign_gpus(nodes: Sequence[Node], jobs: Sequence[Job], site: _Site,
             node = replace(node, unavailable=foreign)
         out.append(node)
     return out
+
+
+def _host_use(nodes: Sequence[Node], jobs: Sequence[Job]) -> dict[str, tuple[int, int]]:
+    """Node → (CPUs, memory MB) the jobs of the state hold there by their requests: what of
+    Slurm's allocation there is theirs (the rest belongs to what gpufair does not schedule)."""
+    known = {n.name: n for n in nodes}
+    use: dict[str, tuple[int, int]] = {}
+    for job in jobs:
+        if job.host is None or not job.gpus_held:
+            continue
+        counts: dict[str, int] = {}
+        for gpu in job.gpus_held:
+            counts[node_of(gpu)] = counts.get(node_of(gpu), 0) + 1
+        for name, count in counts.items():
+            if name in known:
+                cpus, memory = job.host.on_node(count, known[name])
+                before = use.get(name, (0, 0))
+                use[name] = (before[0] + cpus, before[1] + memory)
+    return use
 
 
 #: a --constraint gpufair can model: features joined by & or , (all of them)
@@ -790,7 +834,9 @@ def _node(raw: Mapping[str, Any], name: str, managed: set[str], where: str,
     count = sum(e.count for e in entries)
     if count > _MAX_NODE_GPUS:
         raise Malformed(f"{_show(count)} GPUs in GRES {_show(gres)}")
-    return Node(name, gpu_type, count, state=_node_state(raw, where, problems))
+    return Node(name, gpu_type, count, state=_node_state(raw, where, problems),
+                cpus=_int(raw, "cpus") or None,
+                memory_mb=_int(raw, "real_memory", _MAX_MEMORY_MB) or None)
 
 
 def _node_state(raw: Mapping[str, Any], where: str, problems: list[str]) -> NodeState:
@@ -865,7 +911,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         restarts=_int(raw, "restart_cnt") or 0,
         gpus_held=held_gpus if running else (),
         log_path=_log_path(raw, int(record or job_id), array_id, user, hosts),
-        owner_uid=user_id, owner_gid=_int(raw, "group_id"),
+        owner_uid=user_id, owner_gid=_int(raw, "group_id"), host=host_request(raw),
     )
     info = SlurmJobInfo(
         job_id=job_id, raw_state=raw_state, partition=partition, reason=reason,
@@ -878,6 +924,44 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         control=task_name(raw) or "",
     )
     return job, info
+
+
+#: ``--exclusive`` (``none``) and ``--exclusive=user`` (``user``): no node shared with another
+#: job of gpufair's (the second is looser in Slurm; as strict here: never placed wrong)
+_EXCLUSIVE = frozenset({"none", "user"})
+_PER_GPU = re.compile(r"^gres:gpu(?::[^:,]+)?:([0-9]{1,12})$")
+
+
+def host_request(raw: Mapping[str, Any]) -> HostRequest | None:
+    """The CPUs and memory the job asks on each node, as Slurm 22.05 shows them.
+
+    CPUs per node: ``minimum_cpus_per_node`` (``-c`` x ``--ntasks-per-node``), or the job's
+    ``cpus`` spread over its nodes (``-n``), whichever is more; per GPU: ``cpus_per_tres``
+    (``--cpus-per-gpu``). Memory: ``memory_per_node`` (``--mem``), else ``memory_per_tres``
+    (``--mem-per-gpu``), else ``memory_per_cpu`` (``--mem-per-cpu``, which Slurm fills with
+    DefMemPerCPU when the job gave none: no need to read the site's config). ``shared``
+    ``none``: ``--exclusive``. None when the record asks nothing of the sort."""
+    nodes = _int(raw, "node_count") or 1
+    cpus = _int(raw, "cpus") or 0
+    per_node = max(_int(raw, "minimum_cpus_per_node") or 0, -(-cpus // nodes))
+    request = HostRequest(
+        cpus_per_node=per_node, cpus_per_gpu=_per_gpu(raw, "cpus_per_tres"),
+        memory_per_node_mb=_int(raw, "memory_per_node", _MAX_MEMORY_MB) or 0,
+        memory_per_gpu_mb=_per_gpu(raw, "memory_per_tres"),
+        memory_per_cpu_mb=_int(raw, "memory_per_cpu", _MAX_MEMORY_MB) or 0,
+        exclusive=_text(raw, "shared").lower() in _EXCLUSIVE)
+    return None if request == HostRequest() else request
+
+
+def _per_gpu(raw: Mapping[str, Any], key: str) -> int:
+    """The number of a ``gres:gpu:N`` TRES field (``--cpus-per-gpu``, ``--mem-per-gpu``)."""
+    text = _text(raw, key)
+    if not text:
+        return 0
+    match = _PER_GPU.match(text)
+    if match is None or int(match.group(1)) > _MAX_MEMORY_MB:
+        raise Malformed(f"field {key!r} is not gres:gpu:N: {_show(text)}")
+    return int(match.group(1))
 
 
 def task_name(raw: Mapping[str, Any]) -> str | None:
