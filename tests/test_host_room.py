@@ -227,3 +227,23 @@ def test_snapshots_keep_requests_and_node_room():
             record.pop(key)
     old["jobs"][0].pop("host")
     assert state_from_dict(old).nodes[0].cpus is None
+
+
+def test_the_round_sends_no_start_where_cpus_or_memory_do_not_fit():
+    """Whatever a policy's own placement does (this one pins both jobs to one node), the
+    round holds back the start that node cannot hold beside the other, and says why."""
+    from fixed_policy import FixedPlan
+
+    from gpufair.core.round import Round, RoundRules
+    from gpufair.model import Assignment
+    state = _state([_node("n0"), _node("n1")], [_job("j1", 70000), _job("j2", 70000)])
+    plan = Plan((Assignment("j1", ("n0:0",)), Assignment("j2", ("n0:1",))))
+    result = Round(FixedPlan(plan), RoundRules()).run(state)
+    assert [(a.job_id, a.gpu_ids) for a in result.actions] == [("j1", ("n0:0",))]
+    assert [(d.action.job_id, d.reason) for d in result.deferred] == [
+        ("j2", "too few free CPUs or too little memory beside the planned GPUs")]
+    # a job preempted in the same round frees its room for the start
+    running = _job("j3", 70000, state=JobState.RUNNING, gpus_held=("n0:2",))
+    state = _state([_node("n0")], [running, _job("j1", 70000)])
+    result = Round(FixedPlan(Plan((Assignment("j1", ("n0:0",)),))), RoundRules()).run(state)
+    assert {type(a).__name__ for a in result.actions} == {"Preempt", "Start"}
