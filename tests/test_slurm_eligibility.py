@@ -32,9 +32,18 @@ from pathlib import Path
 
 import pytest
 
+from gpufair.adapters.slurm import SlurmAdapter, SlurmSettings
+from gpufair.adapters.slurm.adapter import stranded
 from gpufair.adapters.slurm.commands import steps_for
-from gpufair.adapters.slurm.translate import held_by_gpufair, not_eligible, translate
-from gpufair.adapters.slurm.transport import scontrol_argv
+from gpufair.adapters.slurm.translate import (
+    REFUSED_NOTE,
+    RETRY_REFUSED_S,
+    held_by_gpufair,
+    not_eligible,
+    refused,
+    translate,
+)
+from gpufair.adapters.slurm.transport import CommandResult, FileTransport, scontrol_argv
 from gpufair.model import Migrate, Preempt, Start
 
 DATA = Path(__file__).parent / "data" / "slurm"
@@ -139,3 +148,60 @@ def test_a_start_of_an_eligible_job_still_sets_its_start_time_now():
     view = translate(jobs, nodes, now=READ)
     steps = steps_for(Start("14", ("gpu-k80-1:0", "gpu-k80-1:1")), view.jobs["14"], hard=True)
     assert ("StartTime", "now") in steps[0].fields
+
+
+def _job_12_gone() -> tuple[dict, dict]:
+    """The samples as if job 12 had ended: gpu-v100-1 then has room for job 18."""
+    jobs, nodes = _docs()
+    jobs["jobs"] = [j for j in jobs["jobs"] if j["job_id"] != 12]
+    node = next(n for n in nodes["nodes"] if n["name"] == "gpu-v100-1")
+    node.update(alloc_cpus=0, alloc_memory=0, gres_used="gpu:v100:0(IDX:N/A)")
+    return jobs, nodes
+
+
+class _Site(FileTransport):
+    """The sample documents, with uhold and AdminComment updates taking effect."""
+
+    def __init__(self, squeue: dict, sinfo: dict) -> None:
+        super().__init__(squeue, sinfo)
+        self.calls: list[tuple[str, str, dict | None]] = []
+
+    def control(self, verb, job_id, fields=None):
+        self.calls.append((verb, job_id, dict(fields) if fields else None))
+        record = _record(self.jobs, int(job_id))
+        if verb == "uhold":
+            record.update(priority=0, state_reason="JobHeldUser")
+        elif verb == "update" and fields and "AdminComment" in fields:
+            record["admin_comment"] = fields["AdminComment"]
+        return CommandResult(True, verb)
+
+
+@pytest.mark.parametrize("reason", ["QOSMaxJobsPerUserLimit", "AssocGrpGRES", "ReqNodeNotAvail",
+                                    "Licenses"])
+def test_a_release_slurm_refuses_is_held_again_noted_and_offered_again_later(reason):
+    """Job 18, released pinned to gpu-v100-1, waits there for a reason a wait does not cure
+    (a limit, say). The next round's reconcile holds it again and notes the refusal in its
+    admin comment: the job is out of the plan (and of the dry run's) for RETRY_REFUSED_S,
+    then offered again."""
+    jobs, nodes = _job_12_gone()                                    # room: not a memory case
+    _record(jobs, 18)["state_reason"] = reason
+    assert stranded(translate(jobs, nodes, now=READ)) == ["18"]
+    site = _Site(jobs, nodes)
+    adapter = SlurmAdapter(site, SlurmSettings(), clock=lambda: READ, mode="hard")
+    adapter.reconcile()
+    assert [c[:2] for c in site.calls] == [("uhold", "18"), ("update", "18")]
+    assert site.calls[1][2] == {
+        "AdminComment": f"gpufair:managed {REFUSED_NOTE}{reason}@{READ:.0f}"}
+    view = translate(site.jobs, nodes, now=READ + RETRY_REFUSED_S - 1)
+    assert f"Slurm refused to start it ({reason})" in _waiting(view)["18"]
+    again = translate(site.jobs, nodes, now=READ + RETRY_REFUSED_S)
+    assert "18" in {j.id for j in again.state.jobs} and "18" not in _waiting(again)
+
+
+def test_resources_alone_is_no_refusal():
+    """Reason=Resources is what a job pinned onto GPUs a requeue is still freeing shows (seen
+    on the loopback Slurm for the seconds of KillWait): the model's own count decides."""
+    jobs, nodes = _job_12_gone()
+    assert _record(jobs, 18)["state_reason"] == "Resources"
+    assert stranded(translate(jobs, nodes, now=READ)) == []
+    assert not refused("Resources") and refused("QOSGrpGRES") and refused("ReqNodeNotAvail")

@@ -609,6 +609,41 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job
 ADMIN_HOLD = "JobHeldAdmin"
 
 
+#: Slurm's reasons for not starting a job it may start (released, not held) that a wait does
+#: not cure by itself: the job's nodes, partition, licences, reservation, or an association or
+#: QOS limit (AssocGrpGRES, AssocMaxJobsLimit, QOSMaxJobsPerUserLimit, QOSGrpGRES, ...).
+#: ``Resources`` is not one: a job pinned onto GPUs a requeue is still freeing waits on it
+#: for seconds; what gpufair can count (GPUs, CPUs, memory, nodes down) it checks itself.
+REFUSALS = frozenset({
+    "ReqNodeNotAvail", "NodeDown", "PartitionDown", "PartitionInactive", "PartitionNodeLimit",
+    "PartitionTimeLimit", "PartitionConfig", "BadConstraints", "Licenses", "Reservation",
+    "InvalidQOS", "InvalidAccount", "AccountNotAllowed", "QOSNotAllowed", "FrontEndDown"})
+#: gpufair's note (in the admin comment, which users cannot change) on a job it held again
+#: because Slurm refused to start it: ``gpufair:refused=REASON@EPOCH``. A limit lasts until
+#: other jobs end, which nothing tells: the job is offered again only ``RETRY_REFUSED_S`` later
+REFUSED_NOTE = "gpufair:refused="
+RETRY_REFUSED_S = 60.0
+
+
+def refused(reason: str) -> bool:
+    """Whether Slurm's ``state_reason`` of a released job says it will not start it as is."""
+    return reason in REFUSALS or reason.startswith(("Assoc", "QOS"))
+
+
+def refusal(raw: Mapping[str, Any]) -> tuple[str, float] | None:
+    """(reason, when) of gpufair's refusal note on a managed job, or None."""
+    if not _managed(raw):
+        return None
+    for word in _text(raw, "admin_comment").split():
+        if word.startswith(REFUSED_NOTE):
+            reason, _, when = word[len(REFUSED_NOTE):].rpartition("@")
+            try:
+                return reason, float(when)
+            except ValueError:
+                return None
+    return None
+
+
 def not_eligible(raw: Mapping[str, Any], now: float) -> str | None:
     """Why Slurm itself would not start this waiting job now, or None.
 
@@ -625,6 +660,8 @@ def not_eligible(raw: Mapping[str, Any], now: float) -> str | None:
       rather than start it; the shortest run it accepts is ``--time-min``, else its time
       limit when known.
     - an administrator's hold (``JobHeldAdmin``): theirs to lift.
+    - Slurm's refusal of the job's last release (a limit, a reservation: gpufair's note, see
+      ``REFUSED_NOTE``), for ``RETRY_REFUSED_S``.
     """
     eligible = _num(raw, "eligible_time") or 0.0
     if eligible > now and not _int(raw, "restart_cnt"):
@@ -636,6 +673,10 @@ def not_eligible(raw: Mapping[str, Any], now: float) -> str | None:
             return f"its --deadline {_clock(deadline)} cannot be met (Slurm ends it)"
     if _text(raw, "state_reason") == ADMIN_HOLD:
         return "held by an administrator (scontrol hold); scontrol uhold hands it back"
+    note = refusal(raw)
+    if note is not None and now < note[1] + RETRY_REFUSED_S:
+        return (f"Slurm refused to start it ({note[0]}) at {_clock(note[1])}; offered again "
+                f"from {_clock(note[1] + RETRY_REFUSED_S)}")
     return None
 
 
