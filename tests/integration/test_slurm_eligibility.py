@@ -53,3 +53,29 @@ def test_jobs_whose_memory_fills_most_of_a_node_run_on_different_nodes(cluster: 
     cluster.wait_for("all four running", lambda: all(
         cluster.jobs()[j]["job_state"] == "RUNNING" for j in ids), 30)
     assert len({cluster.jobs()[j]["nodes"] for j in ids}) == 4
+
+
+def test_a_pinned_start_whose_memory_was_taken_is_placed_again(cluster: Cluster, tmp_path):
+    """A job Slurm keeps (not gpufair's) takes 70,000 MB of the node a round planned a
+    70,000 MB job on, between the plan and the release: Slurm leaves the released job waiting
+    (Reason=Resources) though a GPU is free there. The next round sees it cannot start
+    there, holds it again and places it elsewhere; it never goes on holding those GPUs."""
+    config = load_config(write_config(tmp_path / "g.toml", cluster, tmp_path / "s.db",
+                                      policy="fifo"))
+    big = submit(cluster, tmp_path, "big", "--gres=gpu:1", "--mem=70000")
+    adapter = SlurmAdapter(CliTransport(env=cluster.env), SlurmSettings(), mode="hard")
+    [start] = live_round(config).run(adapter.snapshot(), history={}).actions
+    node = start.gpu_ids[0].rpartition(":")[0]
+    other = submit(cluster, tmp_path, "urgent", "-p", "urgent", "-w", node, "--gres=gpu:1",
+                   "--mem=70000")
+    cluster.wait_for("the unmanaged job running", lambda: (
+        cluster.jobs()[other]["job_state"] == "RUNNING"), 30)
+    assert adapter.apply_one(start).ok
+    cluster.wait_for("Slurm's word on the released job", lambda: (
+        cluster.jobs()[big]["state_reason"] == "Resources"), 30)
+    assert cluster.jobs()[big]["priority"] > 0               # released, waiting on node
+    acted = daemon_round(cluster, tmp_path)                  # reconcile, then the round
+    assert acted == [big]
+    cluster.wait_for("the job running elsewhere", lambda: (
+        cluster.jobs()[big]["job_state"] == "RUNNING"), 30)
+    assert cluster.jobs()[big]["nodes"] != node
