@@ -205,3 +205,11 @@ def test_resources_alone_is_no_refusal():
     assert _record(jobs, 18)["state_reason"] == "Resources"
     assert stranded(translate(jobs, nodes, now=READ)) == []
     assert not refused("Resources") and refused("QOSGrpGRES") and refused("ReqNodeNotAvail")
+
+
+def test_a_managed_job_moved_into_a_reservation_waits_for_an_operator():
+    """job_submit.lua leaves a job submitted into a reservation to Slurm (unheld, unmarked);
+    the sample's job 17 was submitted before that, as a job moved into one later would be."""
+    jobs, nodes = _docs()
+    view = translate(jobs, nodes, now=READ)
+    assert "reservation 'r1'" in _waiting(view)["17"]

@@ -79,3 +79,26 @@ def test_a_pinned_start_whose_memory_was_taken_is_placed_again(cluster: Cluster,
     cluster.wait_for("the job running elsewhere", lambda: (
         cluster.jobs()[big]["job_state"] == "RUNNING"), 30)
     assert cluster.jobs()[big]["nodes"] != node
+
+
+def test_a_job_in_a_reservation_is_left_to_slurm(cluster: Cluster, tmp_path):
+    """A reservation's nodes and window are Slurm's to honour: job_submit.lua leaves a job
+    submitted into one unheld, Slurm runs it there, and gpufair places nothing on the node
+    of the active reservation."""
+    node = "gpu-k80-2"
+    cluster.run("scontrol", "create", "reservation", "ReservationName=gf_it", "StartTime=now",
+                "Duration=10", f"Nodes={node}", "Users=root")
+    try:
+        inside = submit(cluster, tmp_path, "inside", "--reservation=gf_it", "--gres=gpu:1")
+        cluster.wait_for("the reservation's job running", lambda: (
+            cluster.jobs()[inside]["job_state"] == "RUNNING"), 30)
+        job = cluster.jobs()[inside]
+        assert job["nodes"] == node and "gpufair:managed" not in (job["admin_comment"] or "")
+        mine = [submit(cluster, tmp_path, f"four{i}", "--gres=gpu:4") for i in range(4)]
+        acted = daemon_round(cluster, tmp_path)
+        assert sorted(acted) == sorted(mine[:3]), acted       # three free nodes, not four
+        jobs = cluster.jobs()
+        assert all(node not in (jobs[j]["required_nodes"] or "") for j in mine)
+    finally:
+        cluster.clear()
+        cluster.run("scontrol", "delete", "ReservationName=gf_it", check=False)

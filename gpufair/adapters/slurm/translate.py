@@ -660,6 +660,9 @@ def not_eligible(raw: Mapping[str, Any], now: float) -> str | None:
       rather than start it; the shortest run it accepts is ``--time-min``, else its time
       limit when known.
     - an administrator's hold (``JobHeldAdmin``): theirs to lift.
+    - a reservation (``resv_name``): its nodes and window are Slurm's to honour, so
+      job_submit.lua leaves such a job to Slurm at submission; one moved into a reservation
+      later waits here for an operator.
     - Slurm's refusal of the job's last release (a limit, a reservation: gpufair's note, see
       ``REFUSED_NOTE``), for ``RETRY_REFUSED_S``.
     """
@@ -673,6 +676,10 @@ def not_eligible(raw: Mapping[str, Any], now: float) -> str | None:
             return f"its --deadline {_clock(deadline)} cannot be met (Slurm ends it)"
     if _text(raw, "state_reason") == ADMIN_HOLD:
         return "held by an administrator (scontrol hold); scontrol uhold hands it back"
+    reservation = _text(raw, "resv_name")
+    if reservation:   # moved into one after submission: job_submit.lua leaves those to Slurm
+        return (f"runs in reservation {_show(reservation)}, Slurm's to schedule (an "
+                "operator's scontrol release hands it over)")
     note = refusal(raw)
     if note is not None and now < note[1] + RETRY_REFUSED_S:
         return (f"Slurm refused to start it ({note[0]}) at {_clock(note[1])}; offered again "
