@@ -1,6 +1,8 @@
-"""What makes a job not yet eligible in Slurm keeps it out of gpufair's plan (issue 29, item 1):
-a --begin in the future, an administrator's hold, a dependency not met. On the real loopback
-Slurm, over the daemon's own rounds (reconcile, snapshot, plan, apply)."""
+"""What a Slurm job asks for, honoured (issue 29, items 1 and 2): what makes a job not yet
+eligible keeps it out of gpufair's plan (a --begin ahead, an administrator's hold, a dependency
+not met, a reservation), and its CPUs and memory decide where it may go (a released job whose
+node cannot hold them is placed again). On the real loopback Slurm, over the daemon's own
+rounds (reconcile, snapshot, plan, apply)."""
 
 from __future__ import annotations
 
