@@ -247,3 +247,16 @@ def test_the_round_sends_no_start_where_cpus_or_memory_do_not_fit():
     state = _state([_node("n0")], [running, _job("j1", 70000)])
     result = Round(FixedPlan(Plan((Assignment("j1", ("n0:0",)),))), RoundRules()).run(state)
     assert {type(a).__name__ for a in result.actions} == {"Preempt", "Start"}
+
+
+@pytest.mark.parametrize(("tres", "memory"), [("cpu=1,mem=125G,node=1,billing=1", 128000),
+                                              ("cpu=2,mem=4000M,node=1", 4000),
+                                              ("cpu=2,node=1", 0)])
+def test_without_any_memory_field_the_tres_request_counts(tres, memory):
+    """A site without DefMemPerCPU: a job that gave no memory shows no memory field, and
+    Slurm counts what its TRES request says (with CR_*_Memory and no default, the node's)."""
+    jobs, nodes = _docs()
+    record = next(j for j in jobs["jobs"] if j["job_id"] == 9)
+    record.update(memory_per_cpu=None, memory_per_node=None, tres_req_str=tres, eligible_time=0)
+    [job] = [j for j in translate(jobs, nodes, now=READ).state.jobs if j.id == "9"]
+    assert job.host is not None and job.host.memory_per_node_mb == memory

@@ -992,13 +992,33 @@ def host_request(raw: Mapping[str, Any]) -> HostRequest | None:
     nodes = _int(raw, "node_count") or 1
     cpus = _int(raw, "cpus") or 0
     per_node = max(_int(raw, "minimum_cpus_per_node") or 0, -(-cpus // nodes))
+    memory = _int(raw, "memory_per_node", _MAX_MEMORY_MB) or 0
+    if not (memory or _text(raw, "memory_per_tres") or _int(raw, "memory_per_cpu")):
+        # no memory field at all (a site without DefMemPerCPU): what Slurm counts in the
+        # job's TRES request, spread over its nodes
+        memory = -(-_tres_memory(raw) // nodes)
     request = HostRequest(
         cpus_per_node=per_node, cpus_per_gpu=_per_gpu(raw, "cpus_per_tres"),
-        memory_per_node_mb=_int(raw, "memory_per_node", _MAX_MEMORY_MB) or 0,
+        memory_per_node_mb=memory,
         memory_per_gpu_mb=_per_gpu(raw, "memory_per_tres"),
         memory_per_cpu_mb=_int(raw, "memory_per_cpu", _MAX_MEMORY_MB) or 0,
         exclusive=_text(raw, "shared").lower() in _EXCLUSIVE)
     return None if request == HostRequest() else request
+
+
+_TRES_MEMORY = re.compile(r"(?:^|,)mem=([0-9]{1,15})([KMGTP]?)(?:,|$)")
+_MB = {"K": 1 / 1024, "M": 1, "": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
+
+
+def _tres_memory(raw: Mapping[str, Any]) -> int:
+    """The memory (MB) of ``tres_req_str`` (``cpu=1,mem=125G,node=1``); 0 if it names none."""
+    match = _TRES_MEMORY.search(_text(raw, "tres_req_str"))
+    if match is None:
+        return 0
+    memory = math.ceil(int(match.group(1)) * _MB[match.group(2)])
+    if memory > _MAX_MEMORY_MB:
+        raise Malformed(f"field 'tres_req_str' out of range: {_show(match.group(0))}")
+    return memory
 
 
 def _per_gpu(raw: Mapping[str, Any], key: str) -> int:
