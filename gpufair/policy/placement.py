@@ -100,7 +100,14 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     for job, gpu_type in newcomers:
         if job.allowed_nodes is not None or job.nodes is not None or \
                 (room is not None and job.host is not None):
-            gpus = constrained_layout(job, nodes_of.get(gpu_type, ()), free, room)
+            names = nodes_of.get(gpu_type, ())
+            if job.allowed_nodes is None:   # nodes before the type's cursor have no free GPU
+                at = cursor.get(gpu_type, 0)
+                while at < len(names) and not free.count(names[at]):
+                    at += 1
+                cursor[gpu_type] = at
+                names = names[at:]
+            gpus = constrained_layout(job, names, free, room)
             if gpus:
                 free.take(gpus, node_at)
                 chosen[job.id] = gpus
@@ -226,12 +233,21 @@ def constrained_layout(job: Job, names: Sequence[str], free: Mapping[str, list[s
     if room is not None and job.host is None:
         room = None
     if job.nodes is None:
-        usable = {n: min(len(free[n]), job.gpus) for n in allowed}
-        if room is not None:
-            usable = {n: room.most(job, n, k) for n, k in usable.items()}
+        # the first node that holds the whole gang, else the gang spread over nodes in order
+        # (each taking what its free GPUs, and with ``room`` its CPUs and memory, allow)
+        counted = getattr(free, "count", None)   # placement's own map counts without listing
+        sizes: list[int] = []
+        for name in allowed:
+            size = counted(name) if counted is not None else len(free[name])
+            if size >= job.gpus and (room is None or room.fits(job, name, job.gpus)):
+                return tuple(free[name][: job.gpus])
+            sizes.append(size)
         gpus: list[str] = []
-        for name in sorted(allowed, key=lambda n: usable[n] < job.gpus):
-            gpus.extend(free[name][: min(usable[name], job.gpus - len(gpus))])
+        for name, size in zip(allowed, sizes, strict=True):
+            take = min(size, job.gpus - len(gpus))
+            if room is not None:
+                take = room.most(job, name, take)
+            gpus.extend(free[name][:take])
             if len(gpus) == job.gpus:
                 return tuple(gpus)
         return ()
