@@ -37,6 +37,7 @@ from gpufair.adapters.slurm.adapter import stranded
 from gpufair.adapters.slurm.commands import steps_for
 from gpufair.adapters.slurm.translate import (
     REFUSED_NOTE,
+    RESOURCES_GRACE_S,
     RETRY_REFUSED_S,
     held_by_gpufair,
     not_eligible,
@@ -213,3 +214,29 @@ def test_a_managed_job_moved_into_a_reservation_waits_for_an_operator():
     jobs, nodes = _docs()
     view = translate(jobs, nodes, now=READ)
     assert "reservation 'r1'" in _waiting(view)["17"]
+
+
+@pytest.mark.parametrize(("looked_after_s", "settling", "placed_anew"), [
+    (RESOURCES_GRACE_S, False, True),       # Slurm looked well after the release: no room
+    (RESOURCES_GRACE_S - 1, False, False),  # too soon to tell
+    (RESOURCES_GRACE_S + 60, True, False),  # a requeue still frees its node: it waits
+])
+def test_resources_long_after_the_release_with_nothing_settling(looked_after_s, settling,
+                                                                placed_anew):
+    """Resources for a cause gpufair does not count (a GRES, a limit it does not model): once
+    Slurm's scheduler looked at the released job RESOURCES_GRACE_S after its release and
+    still found nothing, with no requeue of gpufair's settling on its node, the job is held
+    again and placed anew (not noted: the next round may try it elsewhere at once)."""
+    jobs, nodes = _job_12_gone()
+    record = _record(jobs, 18)
+    record["last_sched_evaluation"] = record["eligible_time"] + looked_after_s
+    if settling:
+        jobs["jobs"].append(dict(_record(jobs, 14), job_id=30, job_state="COMPLETING",
+                                 nodes="gpu-v100-1", gres_detail=["gpu:v100:1(IDX:1)"],
+                                 admin_comment="gpufair:managed", priority=1))
+    view = translate(jobs, nodes, now=READ)
+    assert (stranded(view) == ["18"]) is placed_anew, (view.settling_nodes, stranded(view))
+    if placed_anew:
+        site = _Site(jobs, nodes)
+        SlurmAdapter(site, SlurmSettings(), clock=lambda: READ, mode="hard").reconcile()
+        assert [c[:2] for c in site.calls] == [("uhold", "18")]     # held, no refusal note

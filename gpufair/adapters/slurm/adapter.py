@@ -33,6 +33,7 @@ from gpufair.adapters.slurm.translate import (
     SlurmJobInfo,
     SlurmView,
     block_nodes,
+    no_resources,
     refused,
     translate,
 )
@@ -613,7 +614,9 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
     (sinfo counts the settling job's GPUs in use until it is gone); the next round does.
 
     ``()`` when the job cannot start there: Slurm says it will not (a reason in
-    :data:`~gpufair.adapters.slurm.translate.REFUSALS`, a limit), too few GPUs left, too few
+    :data:`~gpufair.adapters.slurm.translate.REFUSALS`, a limit, or Resources still
+    :data:`~gpufair.adapters.slurm.translate.RESOURCES_GRACE_S` after the release with
+    nothing settling there), too few GPUs left, too few
     CPUs or too little
     memory left beside them (what Slurm shows allocated to what gpufair does not schedule,
     to the running jobs and to the released jobs before it), or a pinned node that Slurm
@@ -631,7 +634,8 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
         info = view.jobs[job.id]
         if not starting(info) or not info.pinned:
             continue
-        if refused(info.reason) and view.settling_nodes.isdisjoint(info.pinned):
+        if (refused(info.reason) or no_resources(info)) and \
+                view.settling_nodes.isdisjoint(info.pinned):
             out[job.id] = ()       # Slurm's own word: it will not start it there as it is
             continue
         pinned = [nodes.get(name) for name in dict.fromkeys(info.pinned)]

@@ -110,6 +110,10 @@ class SlurmJobInfo:
     control: str = ""
     #: the record a pending array record's job ``A_T`` stands in (see :func:`_job`): ``A``
     record: str = ""
+    #: when it became eligible (for a job gpufair released: the release, ``StartTime=now``)
+    #: and when Slurm's scheduler last looked at it (epoch seconds; 0 when not shown)
+    eligible_s: float = 0.0
+    evaluated_s: float = 0.0
 
     @property
     def control_id(self) -> str:
@@ -625,9 +629,23 @@ REFUSED_NOTE = "gpufair:refused="
 RETRY_REFUSED_S = 60.0
 
 
+#: how long after a release Slurm's scheduler must still have found no ``Resources`` for a
+#: job, with nothing of gpufair's settling on its nodes, for gpufair to place it anew although
+#: its own count says it fits (a GRES or limit it does not model); the seconds a requeue's
+#: KillWait keeps a node are covered by the settling check, this only by the look's time
+RESOURCES_GRACE_S = 10.0
+
+
 def refused(reason: str) -> bool:
     """Whether Slurm's ``state_reason`` of a released job says it will not start it as is."""
     return reason in REFUSALS or reason.startswith(("Assoc", "QOS"))
+
+
+def no_resources(info: SlurmJobInfo) -> bool:
+    """Whether Slurm looked at a released job well after its release and found no resources
+    for it where it is pinned (the caller checks nothing settles there)."""
+    return info.reason == "Resources" and info.eligible_s > 0 and \
+        info.evaluated_s >= info.eligible_s + RESOURCES_GRACE_S
 
 
 def refusal(raw: Mapping[str, Any]) -> tuple[str, float] | None:
@@ -970,6 +988,8 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         pinned=_hostlist(raw, "required_nodes"), description=_text(raw, "state_description"),
         admin_comment=_text(raw, "admin_comment"), record=record,
         control=task_name(raw) or "",
+        eligible_s=_num(raw, "eligible_time") or 0.0,
+        evaluated_s=_num(raw, "last_sched_evaluation") or 0.0,
     )
     return job, info
 
