@@ -37,6 +37,7 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "bench_yarn.py": (["--apps", "4"], "snapshot wall s"),
     # the relaxations come from a Shockwave run bounded in wall seconds: enough for one
     # above Gurobi's size limit even on a loaded machine (3 s was not, at load 14)
+    "host_room.py": (["--jobs", "30", "--spec", "v100:16,k80:16", "--repeat", "1"], "| fifo |"),
     "highs_objective_scale.py": (["--sizes", "460/128", "--time-limit", "20", "--scales",
                                   "0,4"], "| 460/128 |"),
     # a real run needs mutmut (the `mutation` extra) and minutes per module: the listing
