@@ -29,7 +29,8 @@ TICKETS = {"acct_a": 3.0, "acct_b": 1.0}
 
 def _config(path: Path, cluster: Cluster, store: Path) -> Path:
     lines = ["[daemon]", 'policy = "gandiva_fair"', f"round_s = {QUANTUM_S}",
-             "max_preempt_share = 1.0", f"hook_dir = {json.dumps(str(cluster.hook_dir))}",
+             "max_preempt_share = 1.0", "min_runtime_s = 0",
+             f"hook_dir = {json.dumps(str(cluster.hook_dir))}",
              "metrics_port = 0", "poll_s = 0",
              "[policies.gandiva_fair]", f"quantum_s = {QUANTUM_S}", "trading = false",
              "tickets = { " + ", ".join(f"{k} = {v}" for k, v in TICKETS.items()) + " }",
