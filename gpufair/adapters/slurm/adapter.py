@@ -560,18 +560,18 @@ def find_record(jobs: Mapping[str, Any], job_id: str, *, own: bool = False
             return raw
         if str(raw.get("job_id")) == (array if task else job_id):
             record = raw
-    if task and (own or record is None or not _first_task(record, task)):
+    if task and (own or record is None or not _stands_for(record, task)):
         return None
     return record
 
 
-def _first_task(record: Mapping[str, Any], task: str) -> bool:
-    """Whether ``task`` is the lowest task an array record stands for (the one gpufair
-    starts next: the record is that task's job to the model)."""
-    if record.get("array_task_id") is not None:
+def _stands_for(record: Mapping[str, Any], task: str) -> bool:
+    """Whether an array record still stands for ``task`` (not split out of it yet: the
+    record is that task's job to the model, see ``translate._array_tasks``)."""
+    if record.get("array_task_id") is not None or not task.isdigit():
         return False
     try:
-        return str(parse_task_list(str(record.get("array_task_string") or "")).first) == task
+        return int(task) in parse_task_list(str(record.get("array_task_string") or ""))
     except ValueError:
         return False
 
