@@ -32,6 +32,7 @@ from gpufair.adapters.slurm.translate import (
     SlurmJobInfo,
     SlurmView,
     block_nodes,
+    gpu_use_disagrees,
     translate,
 )
 from gpufair.adapters.slurm.transport import (
@@ -99,6 +100,10 @@ class SlurmSettings:
             raise ValueError("managed_partitions: empty partition name")
 
 
+#: squeue + sinfo pairs read at most, while they disagree on the GPUs in use (a job started or
+#: ended between them); the last pair stands (what sinfo shows in use and no job holds is
+#: never offered). Three: a disagreement that outlives two re-reads is not a race
+CONSISTENT_READS = 3
 #: How far into the next second a restart after a requeue waits (see ``_await_pending``).
 REVOKE_MARGIN_S = 0.05
 #: ``state_description`` of a job ``scontrol requeuehold`` stopped: the same whoever ran it
@@ -158,7 +163,9 @@ class SlurmAdapter:
 
     # ---- read side ------------------------------------------------------------------------
     def read_documents(self) -> tuple[dict, dict]:
-        """squeue and sinfo, retried with exponential backoff (slurmctld restarting)."""
+        """squeue and sinfo, retried with exponential backoff (slurmctld restarting), and
+        read again (at most ``CONSISTENT_READS`` times) while they disagree on the GPUs in
+        use: a job started or ended between the two reads (see ``gpu_use_disagrees``)."""
         retrying = Retrying(
             stop=stop_after_attempt(self.settings.retries),
             wait=wait_exponential(multiplier=self.settings.backoff_s, exp_base=2),
@@ -169,11 +176,23 @@ class SlurmAdapter:
         try:
             for attempt in retrying:
                 with attempt:
-                    return self.transport.read_jobs(), self.transport.read_nodes()
+                    return self._consistent_read()
         except TransportError as exc:
             log.warning("slurm read failed %d times: %s", self.settings.retries, exc)
             raise SlurmUnavailable(str(exc)) from exc
         raise AssertionError("unreachable: tenacity returns or raises")
+
+    def _consistent_read(self) -> tuple[dict, dict]:
+        """One squeue and one sinfo that agree on who holds which GPU, or the last pair read
+        (then the disagreement is real: GPUs of jobs gpufair cannot see, never offered)."""
+        for _ in range(CONSISTENT_READS - 1):
+            jobs, nodes = self.transport.read_jobs(), self.transport.read_nodes()
+            differ = gpu_use_disagrees(jobs, nodes)
+            if not differ:
+                return jobs, nodes
+            log.debug("squeue and sinfo disagree on the GPUs in use on %s: read again",
+                      ",".join(differ))
+        return self.transport.read_jobs(), self.transport.read_nodes()
 
     def view(self) -> SlurmView:
         jobs, nodes = self.read_documents()

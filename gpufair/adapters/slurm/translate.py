@@ -381,6 +381,46 @@ def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
     return _Site(features, {p: frozenset(n) for p, n in partitions.items()}, used)
 
 
+def gpu_use_disagrees(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any]
+                      ) -> list[str]:
+    """Nodes where sinfo's GPUs in use are not the GPUs the jobs document's running jobs hold
+    there (any partition; a node where a job is COMPLETING is left out: it is held back
+    anyway, and sinfo frees its GPUs step by step).
+
+    squeue and sinfo are two reads at two moments: a job that starts between them is
+    pending in one and holds GPUs in the other, so its GPUs looked "used by jobs gpufair
+    does not schedule", the jobs released there looked stranded and were held again, then
+    released again (issue 29). The adapter reads both again while this says they differ.
+    Whatever cannot be read here agrees: the translation reports it."""
+    used: dict[str, set[int]] = {}
+    completing: set[str] = set()
+    for raw in _records(jobs_doc, "jobs") or ():
+        try:
+            state = _state_name(raw.get("job_state"), "job_state")
+            if state not in _RUNS:
+                continue
+            nodes = _hostlist(raw, "nodes")
+            if state == "COMPLETING":
+                completing.update(nodes)
+                continue
+            for gpu in _held(raw, nodes):
+                name, _, index = gpu.rpartition(":")
+                used.setdefault(name, set()).add(int(index))
+        except Exception:  # unreadable: the translation reports it
+            continue
+    differ = []
+    for raw in _records(nodes_doc, "nodes") or ():
+        try:
+            name = raw["name"]
+            said = {i for e in parse_gpu_entries(_text(raw, "gres_used"))
+                    for i in (e.indices or ())}
+        except Exception:  # unreadable: the translation reports it
+            continue
+        if name not in completing and said != used.get(name, set()):
+            differ.append(name)
+    return differ
+
+
 def _job_states(records: Sequence[Any]) -> dict[str, str]:
     """Job id → Slurm state, of every record that has both (for dependencies)."""
     states = {}
