@@ -279,3 +279,26 @@ def test_a_restart_after_a_requeue_waits_into_the_next_second():
     assert times["requeuehold"] == 1000.3
     assert times["update"] >= 1001.0 and times["release"] >= 1001.0
     assert sleeps and sleeps[0] == pytest.approx(0.75)
+
+
+def test_a_problem_is_logged_once_while_it_lasts(caplog):
+    """Issue 29: a job's malformed ``gpufair:gpus=`` comment was warned about at every read
+    (twice per round, and at every poll) for as long as the job waited."""
+    transport = FakeTransport()
+    transport.jobs["jobs"][4]["comment"] = "gpufair:gpus=8-1"
+    adapter = SlurmAdapter(transport, SlurmSettings(), mode="hard")
+
+    def warned() -> int:
+        return sum("gpufair:gpus=8-1" in r.getMessage() for r in caplog.records)
+
+    with caplog.at_level("WARNING", logger="gpufair.slurm"):
+        for _ in range(4):
+            adapter.reconcile()
+            adapter.snapshot()
+        assert warned() == 1
+        transport.jobs["jobs"][4]["comment"] = ""
+        adapter.snapshot()
+        transport.jobs["jobs"][4]["comment"] = "gpufair:gpus=8-1"
+        adapter.snapshot()
+        adapter.snapshot()
+    assert warned() == 2   # gone, then back: logged again

@@ -128,6 +128,8 @@ class SlurmAdapter:
     #: reconcile()'s view when it changed nothing, for the snapshot right after it (monotonic
     #: time it was read): the round then plans on the very state reconcile judged
     _judged: tuple[SlurmView, float] | None = field(default=None, repr=False)
+    #: the problems of the last read, logged already (see ``_log_problems``)
+    _logged: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
     def from_settings(cls, settings: SlurmSettings, *, mode: str = "hard") -> SlurmAdapter:
@@ -199,10 +201,19 @@ class SlurmAdapter:
         view = translate(jobs, nodes, now=self.clock(),
                          managed_partitions=self.settings.managed_partitions,
                          source=self.transport.name)
-        for problem in view.problems:
-            log.warning("%s", problem)
+        self._log_problems(view.problems)
         self.last_view = view
         return view
+
+    def _log_problems(self, problems: Sequence[str]) -> None:
+        """Log each problem of a read once while it lasts, not at every read: the daemon reads
+        Slurm two or three times a round and at every poll, so a job's malformed
+        ``gpufair:gpus=`` comment was warned about twice per round for as long as it waited
+        (issue 29). A problem that goes away and comes back is logged again."""
+        for problem in problems:
+            if problem not in self._logged:
+                log.warning("%s", problem)
+        self._logged = set(problems)
 
     def snapshot(self) -> ClusterState:
         judged, self._judged = self._judged, None
