@@ -20,6 +20,7 @@ from gpufair.adapters.slurm.gres import parse_gpu_entries
 from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.adapters.slurm.translate import (
     SlurmView,
+    dependency_never_met,
     fix_nice,
     gpu_use_disagrees,
     slurm_output_path,
@@ -561,3 +562,20 @@ def test_squeue_and_sinfo_read_at_different_moments_disagree_on_the_gpus_in_use(
     broken["jobs"][1]["gres_detail"] = "x"
     broken["nodes"] = None
     assert gpu_use_disagrees(broken, {"nodes": [7, {"name": "n"}]}) == []
+
+
+@pytest.mark.parametrize("text, never", [
+    ("afterok:12(unfulfilled)", "afterok:12"),             # 12 failed
+    ("afterok:14", None),                                   # 14 still runs
+    ("afterok:13", None),                                   # 13 completed: met
+    ("afternotok:13", "afternotok:13"),                     # 13 completed: never fails now
+    ("afterany:12", None), ("after:12", None), ("singleton", None),
+    ("afterok:14,afterok:12", "afterok:12"),                # all of: one part decides
+    ("afterok:12?afternotok:13", "afterok:12?afternotok:13"),   # any of: every part
+    ("afterok:12?afterok:14", None),
+    ("afterok:99", None),                                   # a parent not seen: not judged
+    ("afterok:14:12", "afterok:14:12"), ("afterok:12_3", "afterok:12_3"),
+])
+def test_a_dependency_that_can_never_be_met(text, never):
+    states = {"12": "FAILED", "13": "COMPLETED", "14": "RUNNING"}
+    assert dependency_never_met(text, states) == never

@@ -89,6 +89,10 @@ class SlurmSettings:
     backoff_s: float = setting(0.5, "first pause between read retries (doubles)", ge=0.0)
     settle_timeout_s: float = setting(30.0, "how long a requeued job may stay COMPLETING",
                                       gt=0.0)
+    kill_invalid_depend: bool = setting(
+        False, "as slurm.conf's SchedulerParameters=kill_invalid_depend (set both alike): a"
+        " held job whose dependency can never be met is cancelled unless it asked"
+        " --kill-on-invalid-dep=no (one that asked =yes is cancelled either way)")
     checkpoint_signal: str = setting("USR1", "sent grace_s before a preemption or move, to the"
                                      " jobs that opted in")
     checkpoint_opt_in: str = setting(
@@ -293,11 +297,44 @@ class SlurmAdapter:
                     and not ours(job.id, job.restarts - 1, job.arrival_s):
                 marked = self._leave_to_owner(info.control_id, job.restarts) or marked
         rehold = self._rehold_stranded(view)
-        if not held and not marked and not rehold:
+        cancelled = self._cancel_never_met(view)
+        if not held and not marked and not rehold and not cancelled:
             # a job requeued held between this view and a fresh read would be planned
             # unjudged (started again): the round's snapshot is this view
             self._judged = (view, read_at)
         return held
+
+    def _cancel_never_met(self, view: SlurmView) -> bool:
+        """Cancel the held jobs whose dependency can never be met and that ask for it
+        (``--kill-on-invalid-dep=yes``, or ``kill_invalid_depend`` and not ``=no``), as Slurm
+        would: it re-checks no held job's dependencies, and gpufair holds them all, so
+        such a job waited forever. The others wait, as they would in Slurm (its reason then
+        DependencyNeverSatisfied; ``gpufair dry-run`` lists why). A fresh read first: the
+        job must still wait on the same dependency. True if Slurm was asked to change
+        anything."""
+        asked = False
+        for job_id, (kill, dependency) in view.never_met.items():
+            if not (self.settings.kill_invalid_depend if kill is None else kill):
+                continue
+            try:
+                fresh = self._read_job(job_id)
+            except TransportError as exc:
+                log.warning("job %s: not read, not cancelled: %s", job_id, exc)
+                continue
+            if fresh is None or fresh.get("job_state") != "PENDING" or \
+                    fresh.get("dependency") != dependency:
+                continue
+            asked = True
+            result = self.cancel(job_id)
+            why = next((w for j, w in view.waiting if j.id == job_id), "")
+            if result.ok:
+                log.warning("job %s cancelled: %s, and it asked to be cancelled then "
+                            "(--kill-on-invalid-dep)", job_id, why,
+                            extra={"fields": {"event": "dependency_never_met",
+                                              "job": job_id}})
+            else:
+                log.warning("job %s: %s, not cancelled: %s", job_id, why, result.detail)
+        return asked
 
     def _rehold_stranded(self, view: SlurmView) -> bool:
         """Hold again the jobs gpufair released that can no longer start where they are

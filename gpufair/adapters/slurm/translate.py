@@ -126,6 +126,13 @@ class SlurmView:
     #: those of ``held_back`` whose only reason is a job settling there: up again in seconds,
     #: and their GPUs are known (the settling job's are free once it is gone)
     settling_nodes: frozenset[str] = frozenset()
+    #: waiting jobs whose dependency can never be met any more (a parent of ``afterok`` that
+    #: failed, ...), by the id that cancels them alone: their own word on it
+    #: (``--kill-on-invalid-dep=yes`` True, ``=no`` False, neither None: the cluster's
+    #: ``kill_invalid_depend``) and the dependency as read. Slurm re-checks no held job's
+    #: dependencies, and gpufair holds them all: it carries out that rule itself
+    #: (``SlurmAdapter.reconcile``)
+    never_met: Mapping[str, tuple[bool | None, str]] = field(default_factory=dict)
 
 
 class Malformed(ValueError):
@@ -278,6 +285,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
     capacity = sum(n.gpus for n in nodes)
     parsed: list[_Parsed] = []
     waiting: list[tuple[Job, str]] = []
+    never_met: dict[str, tuple[bool | None, str]] = {}
     for i, raw in sorted(enumerate(records), key=lambda item: _submission_order(item[1])):
         where = _where(source, raw, i)
         try:
@@ -290,6 +298,10 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
                 result = (_constrain(result[0], raw, site), result[1])
             except NotRunnable as why:  # nothing wrong: it waits for its owner or a parent
                 waiting.append((result[0], str(why)))
+                if isinstance(why, NeverMet) and not result[1].record:
+                    # (an array record is not cancelled by gpufair: its id is every task)
+                    never_met[result[1].control_id] = (_kill_on_invalid_dep(raw),
+                                                       _text(raw, "dependency"))
                 continue
             except Unmodelled as why:   # not broken: just not for the policy to place
                 problems.append(f"{where}: not scheduled by gpufair: {why}")
@@ -342,6 +354,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
                          tenants=tuple(Tenant(t) for t in tenants),
                          gpu_types=tuple(GpuType(t) for t in types))
     return SlurmView(state, infos, tuple(problems), tuple(settling), tuple(waiting),
+                     never_met=never_met,
                      held_back=frozenset(up & (blocked | settling_nodes)),
                      settling_nodes=frozenset((up & settling_nodes) - blocked))
 
@@ -492,6 +505,18 @@ class NotRunnable(Unmodelled):
     hold): nothing to report, and no demand the policy should count or serve."""
 
 
+class NeverMet(NotRunnable):
+    """The job's dependency can never be met any more: Slurm alone would say
+    DependencyNeverSatisfied, and cancel it if it asked (``--kill-on-invalid-dep=yes``)."""
+
+
+def _kill_on_invalid_dep(raw: Mapping[str, Any]) -> bool | None:
+    """The job's own ``--kill-on-invalid-dep``: yes True, no False, not given None."""
+    flags = raw.get("flags")
+    flags = set(flags) if isinstance(flags, list) else set()
+    return True if "KILL_INV_DEP" in flags else False if "NO_KILL_INV_DEP" in flags else None
+
+
 def user_held(raw: Mapping[str, Any]) -> bool:
     """Whether a managed job carries its owner's hold (``USER_HOLD_MARK``). Only job_submit.lua
     writes the word into a managed job's comment, and only the owner (or an operator) can
@@ -569,6 +594,9 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:
         raise NotRunnable(f"its array has {running} tasks running, its limit (%{limit})")
     dependency = _text(raw, "dependency")
     if dependency not in ("", "(null)") and not dependency_met(dependency, site.job_states):
+        never = dependency_never_met(dependency, site.job_states)
+        if never is not None:
+            raise NeverMet(f"its dependency can never be met ({_show(never)})")
         raise NotRunnable(f"waits for a dependency ({_show(dependency)})")
     allowed: set[str] | None = None
     parts = [p for p in _text(raw, "partition").split(",") if p in site.partitions]
@@ -627,6 +655,27 @@ def dependency_met(text: str, states: Mapping[str, str]) -> bool:
         results.append(all(states.get(j.split("+")[0].split("_")[0]) in allowed
                            for j in ids.split(":")))
     return any(results) if any_of else all(results)
+
+
+#: the states of a parent that decide a dependency kind for good, the wrong way
+_FAILS = {"afterok": _ENDED - {"COMPLETED"}, "afternotok": {"COMPLETED"}}
+
+
+def dependency_never_met(text: str, states: Mapping[str, str]) -> str | None:
+    """The part of a dependency that can never be met any more (``afterok:12`` once job 12
+    failed, ``afternotok:12`` once it completed), or None while it still may be: Slurm's
+    DependencyNeverSatisfied. ``?`` (any of) can never be met only when no part can. A
+    parent gpufair cannot see (gone from squeue after MinJobAge) decides nothing."""
+    failed = []
+    for item in re.split(r"[,?]", text):
+        part = re.sub(r"\(.*?\)$", "", item.strip())
+        kind, _, ids = part.partition(":")
+        fails = _FAILS.get(kind, set())
+        failed.append(bool(ids) and any(states.get(j.split("+")[0].split("_")[0]) in fails
+                                        for j in ids.split(":")))
+        if failed[-1] and "?" not in text:
+            return part
+    return text if "?" in text and all(failed) else None
 
 
 def _user_nodelist(raw: Mapping[str, Any]) -> tuple[str, ...]:
