@@ -90,3 +90,38 @@ def test_reads_that_agree_are_read_once(cluster: Cluster):
     view = SlurmAdapter(transport, SlurmSettings(), mode="hard").view()
     assert transport.reads == ["squeue", "sinfo"]
     assert _foreign(view.problems) == []
+
+
+def test_a_job_a_fill_started_moments_ago_keeps_its_gpus_by_default(cluster: Cluster,
+                                                                     tmp_path):
+    """Issue 29: jobs a fill-only round started were preempted at 0.6 s of run time by the
+    next timer round ([daemon] min_runtime_s defaulted to 0). With the defaults of a config
+    that does not set it, the next round's preemption of that job, and the start that
+    needed its GPUs, wait."""
+    from fixed_policy import FixedPlan
+    from slurm_cluster import write_config
+
+    from gpufair.core.config import load_config
+    from gpufair.core.round import Round
+    from gpufair.model import Assignment, Plan, Preempt
+
+    path = write_config(tmp_path / "g.toml", cluster, tmp_path / "s.db", policy="fifo")
+    path.write_text("\n".join(line for line in path.read_text().splitlines()
+                              if not line.startswith("min_runtime_s")) + "\n")
+    rules = load_config(path).daemon.rules()
+    slurm = SlurmAdapter(CliTransport(env=cluster.env), SlurmSettings(), mode="hard")
+    first = cluster.run("sbatch", "--parsable", "-p", "gpu", "--gres=gpu:4", "-N", "1", "-o",
+                        "/dev/null", "--wrap", "sleep 600").stdout.strip()
+    filled = Round(FixedPlan(Plan()), rules).run(slurm.snapshot())   # a fill-only round
+    (start,) = filled.actions
+    assert start.job_id == first and slurm.apply_one(start).ok
+    cluster.wait_for("the filled job running",
+                     lambda: cluster.jobs()[first]["job_state"] == "RUNNING", 30)
+    second = cluster.run("sbatch", "--parsable", "-p", "gpu", "--gres=gpu:4", "-N", "1", "-o",
+                         "/dev/null", "--wrap", "sleep 600").stdout.strip()
+    plan = Plan(assignments=(Assignment(second, start.gpu_ids),))   # the policy's wish
+    result = Round(FixedPlan(plan), rules).run(slurm.snapshot())
+    assert not [a for a in result.actions if isinstance(a, Preempt)], result.actions
+    held = {(type(d.action).__name__, d.action.job_id): d.reason for d in result.deferred}
+    assert held[("Preempt", first)] == "started less than 30 s ago", held
+    assert ("Start", second) in held
