@@ -33,6 +33,7 @@ from gpufair.adapters.slurm.translate import (
     SlurmView,
     block_nodes,
     gpu_use_disagrees,
+    mark_fits,
     translate,
 )
 from gpufair.adapters.slurm.transport import (
@@ -376,13 +377,17 @@ class SlurmAdapter:
             return True   # changed since the view, or held some other way: not this case
         comment = str(fresh.get("comment") or "")
         admin = str(fresh.get("admin_comment") or "")
-        if USER_HOLD_MARK not in comment.split():
-            comment = f"{comment} {USER_HOLD_MARK}" if comment.strip() else USER_HOLD_MARK
         # once per run (reconcile checks it); an earlier run's note goes
-        note = " ".join([w for w in admin.split() if not w.startswith(OWNER_HOLD_NOTE)]
-                        + [f"{OWNER_HOLD_NOTE}{restarts}"])
-        result = self.transport.control("update", job_id,
-                                        {"Comment": comment, "AdminComment": note})
+        words = [w for w in admin.split() if not w.startswith(OWNER_HOLD_NOTE)]
+        fields = {}
+        if USER_HOLD_MARK not in comment.split():
+            if mark_fits(comment):
+                fields["Comment"] = f"{comment} {USER_HOLD_MARK}" if comment.strip() \
+                    else USER_HOLD_MARK
+            elif USER_HOLD_MARK not in words:   # no room: where job_submit.lua keeps it then
+                words.append(USER_HOLD_MARK)
+        fields["AdminComment"] = " ".join([*words, f"{OWNER_HOLD_NOTE}{restarts}"])
+        result = self.transport.control("update", job_id, fields)
         if result.ok:
             log.warning("job %s was requeued held by its owner, not by gpufair: left held "
                         "for them until their scontrol release", job_id,

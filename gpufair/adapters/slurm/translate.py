@@ -56,6 +56,11 @@ MANAGED_MARK = "gpufair:managed"
 #: user's update that changes it, even when the lua does). The owner's ``scontrol release``
 #: only takes the word out; the job stays held, and only then is it gpufair's to start.
 USER_HOLD_MARK = "gpufair:userhold"
+#: Slurm's longest comment (bytes). When the owner's comment leaves no room for the mark,
+#: job_submit.lua keeps it in the admin comment, where it counts only while there is no room
+#: (see :func:`user_held`)
+COMMENT_MAX = 1024
+_MARK_WORD = re.compile(r"(?<=\s)" + re.escape(USER_HOLD_MARK) + r"(?=\s)")
 #: An elastic job says so in its --comment: ``gpufair:gpus=MIN-MAX`` (one word); it is then
 #: scheduled with any GPU count from MIN to MAX (AFS), and resized by requeue + update.
 ELASTIC_MARK = "gpufair:gpus="
@@ -520,8 +525,24 @@ def _kill_on_invalid_dep(raw: Mapping[str, Any]) -> bool | None:
 def user_held(raw: Mapping[str, Any]) -> bool:
     """Whether a managed job carries its owner's hold (``USER_HOLD_MARK``). Only job_submit.lua
     writes the word into a managed job's comment, and only the owner (or an operator) can
-    change that comment; in a job the lua did not mark, the word means nothing."""
-    return _managed(raw) and USER_HOLD_MARK in _text(raw, "comment").split()
+    change that comment; in a job the lua did not mark, the word means nothing. When the
+    comment leaves no room for the word (Slurm's 1,024 bytes: an ``sbatch --hold`` with a
+    1,008-byte comment was refused), the lua keeps it in the admin comment, which users
+    cannot change: it counts there only while the comment still leaves no room (the owner
+    shortens it to release the job, and the word then moves into it)."""
+    if not _managed(raw):
+        return False
+    comment = _text(raw, "comment")
+    return USER_HOLD_MARK in comment.split() or (
+        USER_HOLD_MARK in _text(raw, "admin_comment").split() and not mark_fits(comment))
+
+
+def mark_fits(comment: str) -> bool:
+    """Whether the owner's hold mark fits in ``comment`` (as job_submit.lua counts: bytes of
+    the comment without the mark, a space, the mark)."""
+    text = _MARK_WORD.sub("", f" {comment} ").strip()
+    return not text or len(text.encode("utf-8", "replace")) + 1 + len(USER_HOLD_MARK) \
+        <= COMMENT_MAX
 
 
 def held_by_gpufair(jobs_doc: Any) -> list[str]:
