@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pathlib
 import re
 
 from gpufair.adapters.yarn import YarnAdapter
@@ -38,7 +39,8 @@ def test_dry_run_of_a_yarn_snapshot_explains_in_yarns_words(tmp_path, capsys) ->
         snap = tmp_path / "snap.json"
         assert main(["snapshot", "--yarn", server.url]) == 0
         snap.write_text(capsys.readouterr().out)
-        assert main(["dry-run", str(snap)]) == 0          # no config: the snapshot says YARN
+        # no adapter in the config: the snapshot says YARN
+        assert main(["dry-run", str(snap), "--config", no_guard(tmp_path)]) == 0
         table = capsys.readouterr().out
         header = next(line for line in table.splitlines() if "tenant" in line)
         assert header.split()[0] == "app"
@@ -48,7 +50,7 @@ def test_dry_run_of_a_yarn_snapshot_explains_in_yarns_words(tmp_path, capsys) ->
         # (the first line quotes the policy's own reason, shared with the simulator)
         body = table.split("\n", 1)[1]
         assert not SLURM_WORDS.search(body), SLURM_WORDS.search(body)
-        assert main(["dry-run", str(snap), "--json"]) == 0
+        assert main(["dry-run", str(snap), "--json", "--config", no_guard(tmp_path)]) == 0
         decided = {r["job_id"]: r["decision"] for r in json.loads(capsys.readouterr().out)
                    ["jobs"]}
         assert decided[b2] == "kill"
@@ -92,7 +94,7 @@ def test_a_slurm_round_still_speaks_slurm(tmp_path, capsys) -> None:
         del doc["source"]
         snap = tmp_path / "snap.json"
         snap.write_text(json.dumps(doc))
-        assert main(["dry-run", str(snap)]) == 0
+        assert main(["dry-run", str(snap), "--config", no_guard(tmp_path)]) == 0
         table = capsys.readouterr().out
         rows = {line.split()[0]: line for line in table.splitlines()}
         assert " preempt " in rows[b2] and "higher-ranked jobs" in rows[b2]
@@ -101,3 +103,11 @@ def test_a_slurm_round_still_speaks_slurm(tmp_path, capsys) -> None:
                             capsys.readouterr().out.splitlines()}[b2]   # [daemon] adapter
     finally:
         server.close()
+
+
+def no_guard(tmp: pathlib.Path) -> str:
+    """A config with no adapter and no minimum runtime: the apps of these snapshots started
+    moments ago, and the 30 s default would hold back the kill whose wording is checked."""
+    path = tmp / "no_guard.toml"
+    path.write_text("[daemon]\nmin_runtime_s = 0\n")
+    return str(path)

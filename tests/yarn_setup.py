@@ -25,8 +25,10 @@ def yarn_settings(*servers: RMServer, **extra: Any) -> dict[str, Any]:
 def yarn_config(tmp: Path, *servers: RMServer, policy: str = "fifo",
                 daemon: dict[str, Any] | None = None, **extra: Any) -> Config:
     return config_from_dict({
+        # min_runtime_s 0: these tests watch the policy's own decisions at 1 s rounds (the
+        # 30 s default would hold back every kill a test waits for)
         "daemon": {"policy": policy, "adapter": "yarn", "metrics_port": 0,
                    "hook_dir": str(tmp / "hooks"), "max_preempt_share": 1.0, "poll_s": 0,
-                   "round_s": 1, **(daemon or {})},
+                   "round_s": 1, "min_runtime_s": 0, **(daemon or {})},
         "yarn": yarn_settings(*servers, **extra),
         "store": {"path": str(tmp / "state.db")}}, "<test>")
