@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 
 from gpufair.model import Assignment, ClusterState, Job
+from gpufair.policy.free_gpus import Candidates, FreeGpus
 
 
 def fastest_type(job: Job, free: dict[str, int], current: str | None = None) -> str | None:
@@ -74,7 +75,7 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     biggest, node_at, type_of = layout.biggest, layout.node_of_gpu, layout.type_of
     taken: set[str] = set()
     used: dict[str, int] = {}   # node -> GPUs taken on it so far
-    free = _FreeGpus(gpus_of, taken, used)
+    free = FreeGpus(gpus_of, taken, used)
     cursor = dict.fromkeys(nodes_of, 0)
     order = sorted(picks, key=lambda p: -p[0].gpus)
     chosen: dict[str, tuple[str, ...]] = {}
@@ -148,39 +149,6 @@ def _assignment(job_id: str, gpu_ids: tuple[str, ...]) -> Assignment:
     return Assignment(job_id, gpu_ids)
 
 
-class _FreeGpus(Mapping[str, list[str]]):
-    """Node → its GPUs not yet taken in this placement, in the node's own order (what
-    :func:`constrained_layout` reads), over the shared ``taken`` set and ``used`` counts."""
-
-    def __init__(self, gpus_of: Mapping[str, tuple[str, ...]], taken: set[str],
-                 used: dict[str, int]) -> None:
-        self._gpus_of, self._taken, self._used = gpus_of, taken, used
-
-    def __getitem__(self, node: str) -> list[str]:
-        gpus = self._gpus_of[node]
-        if not self._used.get(node):
-            return list(gpus)
-        return [g for g in gpus if g not in self._taken]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._gpus_of)
-
-    def __len__(self) -> int:
-        return len(self._gpus_of)
-
-    def count(self, node: str) -> int:
-        """How many GPUs of ``node`` are still free (without listing them)."""
-        return len(self._gpus_of[node]) - self._used.get(node, 0)
-
-    def take(self, gpus: Iterable[str], node_at: Mapping[str, str]) -> None:
-        taken, used = self._taken, self._used
-        for g in gpus:
-            if g not in taken:
-                taken.add(g)
-                node = node_at[g]
-                used[node] = used.get(node, 0) + 1
-
-
 def _keep(held: Sequence[str], taken: set[str], used: dict[str, int], nodes: Collection[str],
           node_at: Mapping[str, str]) -> bool:
     """Take the GPUs the job holds if every one is usable, not yet taken and on a node of the
@@ -206,12 +174,21 @@ def _give_back(gpus: Sequence[str], taken: set[str], used: dict[str, int],
 def constrained_layout(job: Job, names: Sequence[str], free: Mapping[str, list[str]]
                        ) -> tuple[str, ...]:
     """A layout on the job's allowed nodes, on exactly ``job.nodes`` of them with equal GPUs
-    when it asks so (fullest-fitting nodes first, to keep large holes); () if none fits."""
-    allowed = names if job.allowed_nodes is None else \
-        [n for n in names if n in set(job.allowed_nodes)]
+    when it asks so (fullest-fitting nodes first, to keep large holes); () if none fits.
+    Without a node count: the first allowed node with room for the whole gang, else the
+    allowed nodes' free GPUs in node order.
+
+    ``free`` is a :class:`FreeGpus` (its count buckets answer without scanning every node)
+    or any node → free GPUs map (scanned in node order): the answers are the same."""
+    allowed = None if job.allowed_nodes is None else _as_set(job.allowed_nodes)
+    nodes = free.candidates(names, allowed) if isinstance(free, FreeGpus) else \
+        Candidates(names, allowed, lambda name: len(free[name]))
     if job.nodes is None:
+        first = nodes.first_fitting(job.gpus)
+        if first is not None:
+            return tuple(free[first][: job.gpus])
         gpus: list[str] = []
-        for name in sorted(allowed, key=lambda n: len(free[n]) < job.gpus):
+        for name in nodes.in_order(job.gpus):
             gpus.extend(free[name][: job.gpus - len(gpus)])
             if len(gpus) == job.gpus:
                 return tuple(gpus)
@@ -219,7 +196,14 @@ def constrained_layout(job: Job, names: Sequence[str], free: Mapping[str, list[s
     if job.gpus % job.nodes:
         return ()
     per = job.gpus // job.nodes
-    fitting = sorted((n for n in allowed if len(free[n]) >= per), key=lambda n: len(free[n]))
-    if len(fitting) < job.nodes:
+    chosen = nodes.best_fitting(per, job.nodes)
+    if chosen is None:
         return ()
-    return tuple(g for name in fitting[: job.nodes] for g in free[name][:per])
+    return tuple(g for name in chosen for g in free[name][:per])
+
+
+@lru_cache(maxsize=256)
+def _as_set(names: tuple[str, ...]) -> frozenset[str]:
+    """A job's allowed nodes as a set, once per distinct tuple (most jobs of a partition
+    share one: building a set of a thousand names per job and node was issue 30's hot spot)."""
+    return frozenset(names)

@@ -318,7 +318,8 @@ class _FreePool:
         restart), else one machine that fits (best fit), else the fullest machines."""
         machines = self._machines(job, within)
         if job.allowed_nodes is not None:
-            machines = [m for m in machines if m in set(job.allowed_nodes)]
+            allowed = set(job.allowed_nodes)   # once, not once per machine
+            machines = [m for m in machines if m in allowed]
         topo = self.offer.topology
         kinds = {g: topo.type_of.get(topo.machine_of.get(g, ""), "") for g in previous}
         if previous and job.placement_problem(tuple(previous), kinds) is None and \
