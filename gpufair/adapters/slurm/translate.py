@@ -349,6 +349,9 @@ class _Site:
     job_states: Mapping[str, str] = field(default_factory=dict)   # for dependencies
     #: array job id → (its tasks running or released, its ``%N`` limit): see ``_array_load``
     arrays: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    #: (partitions, features, excluded nodes, own node list) → allowed nodes, filled as jobs
+    #: are read (see ``_allowed_nodes``)
+    allowed: dict[tuple[Any, ...], tuple[str, ...] | None] = field(default_factory=dict)
 
 
 def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
@@ -523,25 +526,17 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:
     dependency = _text(raw, "dependency")
     if dependency not in ("", "(null)") and not dependency_met(dependency, site.job_states):
         raise NotRunnable(f"waits for a dependency ({_show(dependency)})")
-    allowed: set[str] | None = None
-    parts = [p for p in _text(raw, "partition").split(",") if p in site.partitions]
-    if parts:
-        allowed = set().union(*(site.partitions[p] for p in parts))
+    parts = tuple(p for p in _text(raw, "partition").split(",") if p in site.partitions)
     wanted = _text(raw, "features")
-    if wanted:
-        if not _SIMPLE_FEATURES.match(wanted):
-            raise Unmodelled(f"--constraint {_show(wanted)} is more than a list of features")
-        need = set(re.split(r"[&,]", wanted))
-        having = {n for n, f in site.features.items() if need <= f}
-        allowed = having if allowed is None else allowed & having
-    excluded = set(_hostlist(raw, "excluded_nodes"))
-    if excluded:
-        allowed = (set(site.features) if allowed is None else allowed) - excluded
+    if wanted and not _SIMPLE_FEATURES.match(wanted):
+        raise Unmodelled(f"--constraint {_show(wanted)} is more than a list of features")
+    excluded = _hostlist(raw, "excluded_nodes")
     asked = _user_nodelist(raw)
-    nodes = job.nodes
-    if asked:
-        allowed = set(asked) if allowed is None else allowed & set(asked)
-        nodes = len(asked)
+    key = (parts, wanted, excluded, asked)
+    if key not in site.allowed:
+        site.allowed[key] = _allowed_nodes(site, parts, wanted, excluded, asked)
+    allowed = site.allowed[key]
+    nodes = len(asked) if asked else job.nodes
     per_node = parse_gpu_entries(_text(raw, "tres_per_node"))
     if per_node:
         nodes = _int(raw, "node_count") or 1
@@ -549,8 +544,28 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:
     if typed is None:
         per_job = parse_gpu_entries(_text(raw, "tres_per_job"))
         typed = per_job[0].gpu_type if per_job else None
-    return replace(job, allowed_nodes=None if allowed is None else tuple(sorted(allowed)),
-                   nodes=nodes, gpu_types=(typed,) if typed else None)
+    return replace(job, allowed_nodes=allowed, nodes=nodes,
+                   gpu_types=(typed,) if typed else None)
+
+
+def _allowed_nodes(site: _Site, parts: tuple[str, ...], wanted: str, excluded: Sequence[str],
+                   asked: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The nodes a job may run on (sorted; None: any), from its partitions, features,
+    excluded nodes and own node list. Jobs share a few such combinations, so the translation
+    keeps one tuple per combination (``_Site.allowed``): computing and sorting a site's
+    thousand node names for each of ten thousand jobs was most of a round's translation."""
+    allowed: set[str] | None = None
+    if parts:
+        allowed = set().union(*(site.partitions[p] for p in parts))
+    if wanted:
+        need = set(re.split(r"[&,]", wanted))
+        having = {n for n, f in site.features.items() if need <= f}
+        allowed = having if allowed is None else allowed & having
+    if excluded:
+        allowed = (set(site.features) if allowed is None else allowed) - set(excluded)
+    if asked:
+        allowed = set(asked) if allowed is None else allowed & set(asked)
+    return None if allowed is None else tuple(sorted(allowed))
 
 
 _ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
