@@ -35,6 +35,9 @@ from gpufair.policy.base import Policy, StatefulPolicy
 
 log = logging.getLogger("gpufair.daemon")
 
+#: Actions journalled per commit while a round is applied (see :meth:`Daemon.apply_round`).
+JOURNAL_BATCH = 256
+
 
 @dataclass(frozen=True)
 class ServiceSettings:
@@ -164,7 +167,16 @@ class Daemon:
                                           "deferred": held}})
 
     def apply_round(self, round_id: int, *, recovering: bool = False) -> None:
-        """Carry out the journalled actions of a round that are not done yet."""
+        """Carry out the journalled actions of a round that are not done yet.
+
+        The journal is written a batch at a time (:data:`JOURNAL_BATCH` actions): one
+        commit marks the whole batch ``applying`` (with the outcomes of the batch before)
+        before its first action is sent, and the outcomes wait in memory for the next
+        commit. A kill at any point leaves every action that may have been sent
+        ``applying`` or done: on restart each is checked against the resource manager
+        before anything is sent again, as for one action at a time; only the commits are
+        fewer (one per batch rather than two per action, which made most of a large round's
+        journal time, issue 30)."""
         entries = [e for e in self.store.journal(round_id) if e.status in (PLANNED, APPLYING)]
         done_before = self.store.done_keys([e.key for e in entries if e.key], round_id)
         victims = [e.action for e in entries if e.key not in done_before
@@ -173,54 +185,63 @@ class Daemon:
             grace = self.adapter.warn_preemptions(victims)
             if grace:
                 self.sleep(grace)
-        for entry in entries:
-            if self.stopping:
-                return
-            if entry.key in done_before:
-                self.store.mark(round_id, entry.seq, SKIPPED,
-                                f"done in round {done_before[entry.key]} (same incarnation)")
-                continue
-            if recovering or entry.status == APPLYING:
-                try:
-                    effect = self.adapter.check(entry.action)
-                except Unavailable as exc:
-                    self._defer_rest(round_id, entry.seq, str(exc))
+        outcomes: list[tuple[int, str, str]] = []
+        for start in range(0, len(entries), JOURNAL_BATCH):
+            batch = entries[start:start + JOURNAL_BATCH]
+            self.store.mark_many(round_id, outcomes + [(e.seq, APPLYING, "") for e in batch
+                                                       if e.key not in done_before])
+            outcomes = []
+            for entry in batch:
+                if self.stopping:
+                    self.store.mark_many(round_id, outcomes)
                     return
-                if effect is Effect.IN_EFFECT:
-                    self.store.mark(round_id, entry.seq, DONE, "already in effect (recovered)")
-                    log.info("round %d action %d already in effect: %s", round_id, entry.seq,
-                             describe(entry.action),
-                             extra={"fields": {"event": "recovered", "round": round_id}})
+                if entry.key in done_before:
+                    outcomes.append((entry.seq, SKIPPED, f"done in round "
+                                     f"{done_before[entry.key]} (same incarnation)"))
                     continue
-                if effect is Effect.JOB_GONE:
-                    self.store.mark(round_id, entry.seq, SKIPPED, "job no longer active")
-                    continue
-            self.store.mark(round_id, entry.seq, APPLYING)
-            result = self.adapter.apply_one(entry.action)
-            if result.retry:
-                self.store.mark(round_id, entry.seq, SKIPPED,
-                                f"resource manager unavailable: {result.detail}")
-                self._defer_rest(round_id, entry.seq + 1, result.detail)
-                return
-            status = DONE if result.ok else SKIPPED if result.stale else FAILED
-            self.store.mark(round_id, entry.seq, status, result.detail)
-            self.metrics.count_action(type(entry.action).__name__,
-                                      {DONE: "ok", SKIPPED: "skipped"}.get(status, "failed"))
-            log.log(logging.INFO if result.ok else logging.WARNING, "%s: %s",
-                    describe(entry.action), result.detail,
-                    extra={"fields": {"event": "applied", "round": round_id, "seq": entry.seq,
-                                      "ok": result.ok}})
-            if self.settings.action_interval_s > 0:
-                self.sleep(self.settings.action_interval_s)
+                if recovering or entry.status == APPLYING:
+                    try:
+                        effect = self.adapter.check(entry.action)
+                    except Unavailable as exc:
+                        self.store.mark_many(round_id, outcomes)
+                        self._defer_rest(round_id, entry.seq, str(exc))
+                        return
+                    if effect is Effect.IN_EFFECT:
+                        outcomes.append((entry.seq, DONE, "already in effect (recovered)"))
+                        log.info("round %d action %d already in effect: %s", round_id,
+                                 entry.seq, describe(entry.action),
+                                 extra={"fields": {"event": "recovered", "round": round_id}})
+                        continue
+                    if effect is Effect.JOB_GONE:
+                        outcomes.append((entry.seq, SKIPPED, "job no longer active"))
+                        continue
+                result = self.adapter.apply_one(entry.action)
+                if result.retry:
+                    outcomes.append((entry.seq, SKIPPED,
+                                     f"resource manager unavailable: {result.detail}"))
+                    self.store.mark_many(round_id, outcomes)
+                    self._defer_rest(round_id, entry.seq + 1, result.detail)
+                    return
+                status = DONE if result.ok else SKIPPED if result.stale else FAILED
+                outcomes.append((entry.seq, status, result.detail))
+                self.metrics.count_action(type(entry.action).__name__,
+                                          {DONE: "ok", SKIPPED: "skipped"}.get(status, "failed"))
+                log.log(logging.INFO if result.ok else logging.WARNING, "%s: %s",
+                        describe(entry.action), result.detail,
+                        extra={"fields": {"event": "applied", "round": round_id,
+                                          "seq": entry.seq, "ok": result.ok}})
+                if self.settings.action_interval_s > 0:
+                    self.sleep(self.settings.action_interval_s)
+        self.store.mark_many(round_id, outcomes)
 
     def _defer_rest(self, round_id: int, from_seq: int, why: str) -> None:
         """The resource manager stopped answering: the rest of this round's actions are
         dropped (the next round plans again from a fresh snapshot, rather than acting on
         a stale plan)."""
-        for entry in self.store.journal(round_id):
-            if entry.seq >= from_seq and entry.status in (PLANNED, APPLYING):
-                self.store.mark(round_id, entry.seq, SKIPPED,
-                                f"resource manager unavailable: {why}")
+        self.store.mark_many(round_id, [
+            (entry.seq, SKIPPED, f"resource manager unavailable: {why}")
+            for entry in self.store.journal(round_id)
+            if entry.seq >= from_seq and entry.status in (PLANNED, APPLYING)])
         log.error("round %d: resource manager unavailable, rest of the round dropped: %s",
                   round_id, why, extra={"fields": {"event": "unavailable", "round": round_id}})
 

@@ -225,10 +225,21 @@ class Store:
         return round_id
 
     def mark(self, round_id: int, seq: int, status: str, detail: str = "") -> None:
+        self.mark_many(round_id, [(seq, status, detail)])
+
+    def mark_many(self, round_id: int, marks: list[tuple[int, str, str]]) -> None:
+        """Set the status (and detail) of several of a round's actions in one transaction,
+        in order (a later mark of the same action wins). One commit costs a sync of the
+        WAL; a round of thousands of actions committed one mark at a time spent seconds
+        there (issue 30), so the daemon commits a batch's marks together."""
+        if not marks:
+            return
+        now = time.time()
         with self.tx() as db:
-            db.execute("UPDATE actions SET status=?, detail=?, updated_at=?, "
-                       "attempts = attempts + (? = 'applying') WHERE round_id=? AND seq=?",
-                       (status, detail, time.time(), status, round_id, seq))
+            db.executemany("UPDATE actions SET status=?, detail=?, updated_at=?, "
+                           "attempts = attempts + (? = 'applying') WHERE round_id=? AND seq=?",
+                           [(status, detail, now, status, round_id, seq)
+                            for seq, status, detail in marks])
 
     def finish_round(self, round_id: int, latency_s: float | None = None, *,
                      status: str = "done") -> None:
