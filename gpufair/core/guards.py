@@ -45,15 +45,25 @@ def hold_back(state: ClusterState, actions: Sequence[Action],
         return list(actions), []
     held = {j.id: frozenset(j.gpus_held) for j in state.jobs}
     staying = dict(jobs)
-    changed = True
-    while changed:
-        changed = False
-        busy = frozenset().union(*staying.values()) if staying else frozenset()
-        for action in actions:
-            if (action.job_id not in staying and takes_gpus(action)
-                    and busy.intersection(getattr(action, "gpu_ids", ()))):
+    # the fixed point as a walk over GPUs: each GPU blocked once looks up the moves and
+    # preemptions that need it (one pass per link of a chain of moves rescanned every
+    # action before: quadratic on a large first round, issue 30)
+    needing: dict[str, list[Action]] = {}
+    for action in actions:
+        if takes_gpus(action):
+            for gpu in getattr(action, "gpu_ids", ()):
+                needing.setdefault(gpu, []).append(action)
+    blocked = [g for gpus in staying.values() for g in gpus]
+    seen: set[str] = set()
+    while blocked:
+        gpu = blocked.pop()
+        if gpu in seen:
+            continue
+        seen.add(gpu)
+        for action in needing.get(gpu, ()):
+            if action.job_id not in staying:
                 staying[action.job_id] = held.get(action.job_id, frozenset())
-                changed = True
+                blocked.extend(staying[action.job_id])
     busy = frozenset().union(*staying.values()) if staying else frozenset()
     kept: list[Action] = []
     deferred: list[Deferred] = []
