@@ -2,14 +2,16 @@
 
     SLURM_CONF=… python bench/slurm_rpcs.py [--jobs 16] [--policy fifo]
 
-Needs a running loopback Slurm in hard mode (``SLURM_LO_BASE=/tmp/x scripts/slurm/up.sh
---hard``; ``scripts/slurm/down.sh --purge`` after) and root (``sdiag -r`` resets slurmctld's
-counters). It submits ``--jobs`` one-GPU jobs to partition ``gpu`` (job_submit.lua holds
-them for gpufair), then measures with ``sdiag``'s RPC statistics by message type:
+Needs a running loopback Slurm in hard mode with slurmrestd (``SLURM_LO_BASE=/tmp/x
+scripts/slurm/up.sh --hard --restd``; ``scripts/slurm/down.sh --purge`` after) and root
+(``sdiag -r`` resets slurmctld's counters). It submits ``--jobs`` one-GPU jobs to partition
+``gpu`` (job_submit.lua holds them for gpufair), then measures with ``sdiag``'s RPC
+statistics by message type:
 
 1. one *poll*: the snapshot the daemon takes every ``poll_s`` (``squeue --json`` and
    ``sinfo --json``), through the Slurm adapter;
-2. one *round* of the real daemon (``build_daemon`` from a config naming this cluster,
+2. one *quiet poll* over slurmrestd (``update_time``: nothing changed since the last read);
+3. one *round* of the real daemon (``build_daemon`` from a config naming this cluster,
    policy ``--policy``), which starts the jobs that fit: its RPCs, its wall time, and the
    time per start.
 
@@ -19,6 +21,7 @@ Prints markdown tables. The cluster keeps the jobs; the script cancels them at t
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -46,6 +49,28 @@ def rpcs() -> Counter[str]:
 
 def reset() -> None:
     subprocess.run(["sdiag", "-r"], capture_output=True, check=True)
+
+
+def quiet_poll(socket: Path) -> tuple[Counter[str], float]:
+    """RPCs and this process's CPU seconds of one poll over slurmrestd on a cluster that did
+    not change since the adapter's last read (the daemon's poll asks ``changed()`` first)."""
+    from gpufair.adapters.slurm import RestTransport, SlurmAdapter
+    from gpufair.adapters.slurm.adapter import CHANGE_MARGIN_S
+    adapter = SlurmAdapter(RestTransport(f"unix:{socket}"))
+    time.sleep(CHANGE_MARGIN_S + 3.0)   # the round's starts settle (prologs end, jobs run)
+    adapter.snapshot()
+    time.sleep(CHANGE_MARGIN_S + 1.5)   # past the margin: nothing changed since the read
+    for _ in range(5):   # slurmd pings refresh node records every ~15 s: a quiet moment
+        reset()
+        cpu = time.process_time()
+        changed = adapter.changed()
+        cpu = time.process_time() - cpu
+        if not changed:
+            return rpcs(), cpu
+        print("(nodes or jobs changed since the read: polled again)")
+        adapter.snapshot()
+        time.sleep(CHANGE_MARGIN_S + 1.5)
+    return rpcs(), cpu
 
 
 def markdown(rows: list[list[str]]) -> str:
@@ -90,14 +115,19 @@ def main() -> int:
             actions = store.journal(round_id) if round_id is not None else []
             done = sum(e.status == "done" for e in actions)
             store.close()
+            quiet, quiet_cpu = quiet_poll(Path(os.environ["SLURM_CONF"]).parents[1] / "run"
+                                          / "slurmrestd.sock")
     finally:
         subprocess.run(["scancel", *ids], capture_output=True, check=False)
-    kinds = sorted(set(poll) | set(per_round))
-    rows = [["RPC (sdiag)", "one poll", f"one round ({len(actions)} actions, {done} done)"]]
-    rows += [[k, str(poll[k]), str(per_round[k])] for k in kinds]
-    rows.append(["total", str(sum(poll.values())), str(sum(per_round.values()))])
+    kinds = sorted(set(poll) | set(per_round) | set(quiet))
+    rows = [["RPC (sdiag)", "one poll (CLI)", "one quiet poll (slurmrestd update_time)",
+             f"one round ({len(actions)} actions, {done} done)"]]
+    rows += [[k, str(poll[k]), str(quiet[k]), str(per_round[k])] for k in kinds]
+    rows.append(["total", str(sum(poll.values())), str(sum(quiet.values())),
+                 str(sum(per_round.values()))])
     print(f"{args.jobs} one-GPU jobs held for gpufair; policy {args.policy}")
     print(markdown(rows))
+    print(f"\nquiet poll over slurmrestd: {1e3 * quiet_cpu:.1f} ms CPU in gpufair")
     per_action = round_s / max(1, len(actions))
     print(f"\npoll {poll_s:.3f} s wall; round {round_s:.2f} s wall, {per_action:.3f} s and "
           f"{sum(per_round.values()) / max(1, len(actions)):.1f} RPCs per action")

@@ -263,3 +263,46 @@ def test_policy_state_survives_a_restart(tmp_path):
     second.rounds.policy = Remembering()
     second.recover()
     assert second.policy.seen == 2
+
+
+class AskableSlurm(FakeSlurm):
+    """The in-memory Slurm, also answering slurmrestd's ``update_time`` question (did any job
+    or node change at or after this time?), and counting full reads of the jobs."""
+
+    def __init__(self) -> None:
+        super().__init__(NODES)
+        self.last_change = 0.0
+        self.asked: list[float] = []
+        self.reads = 0
+
+    def changed_since(self, since: float) -> bool:
+        self.asked.append(since)
+        return self.last_change >= since
+
+    def read_jobs(self) -> dict:
+        self.reads += 1
+        return super().read_jobs()
+
+
+def test_a_quiet_poll_asks_slurm_instead_of_reading_everything(tmp_path):
+    """Once a round has read the cluster, a poll with nothing changed since (slurmrestd's
+    304) reads no documents; a change since that read (within the clock margin too) makes
+    the poll read in full; after a round that could not read Slurm it reads in full."""
+    import time
+
+    from gpufair.adapters.slurm.adapter import CHANGE_MARGIN_S
+    slurm = AskableSlurm()
+    _fifo_reclaim(slurm)
+    daemon = _daemon(slurm, Store(tmp_path / "s.db"))
+    daemon.run_round()
+    reads = slurm.reads
+    assert daemon._changed() is False and slurm.reads == reads
+    assert slurm.asked and time.time() - CHANGE_MARGIN_S - 5 < slurm.asked[-1] <= \
+        time.time() - CHANGE_MARGIN_S
+    slurm.last_change = slurm.asked[-1] + CHANGE_MARGIN_S / 2   # just before the read
+    daemon._changed()
+    assert slurm.reads == reads + 1
+    slurm.last_change = 0.0
+    daemon.seen = None   # the last round found Slurm away
+    daemon._changed()
+    assert slurm.reads == reads + 2

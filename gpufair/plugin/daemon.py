@@ -349,7 +349,13 @@ class Daemon:
 
     def _changed(self) -> bool:
         """The poll: did jobs or GPUs change since the last round, with a job that may fit on
-        idle GPUs? One snapshot; the resource manager being away is no change."""
+        idle GPUs? One snapshot; the resource manager being away is no change. A resource
+        manager that can tell cheaply that nothing changed since its last read (its
+        ``changed()``, e.g. Slurm over slurmrestd) is asked first; after a round that could
+        not read it (``seen`` None) the poll reads in full, as before."""
+        changed = getattr(self.adapter, "changed", None)
+        if changed is not None and self.seen is not None and not changed():
+            return False
         try:
             raw = self.adapter.snapshot()
         except Unavailable:

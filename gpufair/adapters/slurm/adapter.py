@@ -106,6 +106,10 @@ REVOKE_MARGIN_S = 0.05
 REQUEUE_HELD = "job requeued in held state"
 #: how long reconcile()'s view stands in for the round's snapshot read (it is read right after)
 JUDGED_FOR_S = 2.0
+#: :meth:`SlurmAdapter.changed` asks Slurm for changes since this long before the last read:
+#: slurmctld's clock and this host's may differ a little, and a change in the same second as
+#: the read must not look older than it (a change inside the margin costs one full read more)
+CHANGE_MARGIN_S = 5.0
 #: gpufair's note in the admin comment (users cannot change it) of a job it left held for its
 #: owner: ``gpufair:ownerhold=RESTARTS``. Once the owner's release took their hold mark out,
 #: the note says that run is gpufair's again (Slurm still describes it "requeued in held state")
@@ -123,6 +127,8 @@ class SlurmAdapter:
     #: reconcile()'s view when it changed nothing, for the snapshot right after it (monotonic
     #: time it was read): the round then plans on the very state reconcile judged
     _judged: tuple[SlurmView, float] | None = field(default=None, repr=False)
+    #: wall time (this host's) right before the last complete read of jobs and nodes
+    _read_at: float | None = field(default=None, repr=False)
 
     @classmethod
     def from_settings(cls, settings: SlurmSettings, *, mode: str = "hard") -> SlurmAdapter:
@@ -169,11 +175,27 @@ class SlurmAdapter:
         try:
             for attempt in retrying:
                 with attempt:
-                    return self.transport.read_jobs(), self.transport.read_nodes()
+                    started = time.time()   # Slurm's clock domain, never the injected clock
+                    documents = self.transport.read_jobs(), self.transport.read_nodes()
+                    self._read_at = started
+                    return documents
         except TransportError as exc:
             log.warning("slurm read failed %d times: %s", self.settings.retries, exc)
             raise SlurmUnavailable(str(exc)) from exc
         raise AssertionError("unreachable: tenacity returns or raises")
+
+    def changed(self) -> bool:
+        """Whether jobs or nodes may have changed since the last read: False only when the
+        transport can ask slurmctld (slurmrestd's ``update_time``) and it says nothing did.
+        The daemon's poll asks this first, so a quiet cluster is neither read in full nor
+        translated every ``poll_s`` (issue 30). The CLI has no such question: always True."""
+        probe = getattr(self.transport, "changed_since", None)
+        if probe is None or self._read_at is None:
+            return True
+        try:
+            return bool(probe(self._read_at - CHANGE_MARGIN_S))
+        except TransportError:
+            return True   # the full read that follows reports it
 
     def view(self) -> SlurmView:
         jobs, nodes = self.read_documents()
