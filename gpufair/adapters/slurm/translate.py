@@ -146,6 +146,8 @@ def fix_nice(value: Any) -> int:
 def _as_number(value: Any, key: str, lo: float, hi: float, *, integral: bool = False
                ) -> float | None:
     """A number field: None when absent or unset; raises :class:`Malformed` otherwise."""
+    if type(value) is int and lo <= value <= hi:   # most fields: checked without the ABCs
+        return float(value)                        # (floats hold these ints exactly)
     if isinstance(value, Mapping):  # later openapi versions: {"set":..,"infinite":..,"number":..}
         if not value.get("set", True) or value.get("infinite"):
             return None
@@ -186,6 +188,8 @@ def _text(raw: Mapping[str, Any], key: str) -> str:
 
 def clean_text(text: str) -> str:
     """``text`` with lone surrogates as U+FFFD: it then always encodes as UTF-8."""
+    if text.isascii():   # most fields, and no surrogate is ASCII: no regex pass needed
+        return text
     return _SURROGATES.sub("\ufffd", text)
 
 
