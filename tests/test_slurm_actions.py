@@ -175,7 +175,7 @@ def test_hold_and_cancel_are_plain_verbs():
     transport = FakeTransport()
     adapter = SlurmAdapter(transport, SlurmSettings())
     assert adapter.hold("4").ok and adapter.cancel("4").ok
-    assert transport.calls == [("hold", "4", None), ("cancel", "4", None)]
+    assert transport.calls == [("uhold", "4", None), ("cancel", "4", None)]
 
 
 def _running(**kw) -> dict:

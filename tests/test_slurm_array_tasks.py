@@ -137,7 +137,7 @@ def test_a_start_acts_on_the_task_a_hold_or_a_priority_on_the_record():
     released = copy.copy(info)
     object.__setattr__(released, "held", False)    # released whole (before this change)
     assert [(s.verb, s.job_id) for s in steps_for(Preempt("5_3"), released, hard=True)] == \
-        [("hold", "5"), ("verify-held", "5")]
+        [("uhold", "5"), ("verify-held", "5")]
 
 
 class _Docs:

@@ -104,8 +104,9 @@ def test_the_dry_run_shows_the_owner_held_job_waiting_and_starts_the_others(tmp_
 
 def test_release_held_picks_only_what_waits_for_gpufair():
     """The uninstall's ``gpufair unhold``: every job the lua held and nothing else —
-    not the owner's own hold, not a hold outside gpufair's partitions, not a running job,
-    not a record it cannot read (expected ids written out by hand)."""
+    not the owner's own hold, not an administrator's, not a hold outside gpufair's
+    partitions, not a running job, not a record it cannot read (expected ids written out by
+    hand)."""
     from gpufair.adapters.slurm.translate import held_by_gpufair
     doc = _jobs(
         _job(1),                                                 # held by the lua: release
@@ -115,7 +116,8 @@ def test_release_held_picks_only_what_waits_for_gpufair():
         _job(5, admin=""),                                       # not gpufair's: keep
         _job(6, state="RUNNING", priority=1, state_reason="None"),   # runs: nothing to do
         _job(7, priority=0, state_reason="Dependency"),          # lua-held, waits on a parent
-        _job(8, state_reason="JobHeldAdmin", priority=0),        # held again by gpufair
+        _job(8, state_reason="JobHeldUser", priority=0),         # held again by gpufair
+        _job(12, state_reason="JobHeldAdmin", priority=0),       # an admin's hold: keep
         _job(9, priority=100, state_reason="Priority"),          # released, waits: nothing
         _job(10, comment=7),                                     # unreadable: left alone
         {"job_id": "11", "job_state": "PENDING"},                # no mark, odd id: left

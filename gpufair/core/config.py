@@ -201,6 +201,12 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<config>") -> Confi
                                        section=f"policies.{raw_name}",
                                        ignored=getattr(schema, "ARTIFACT_UNUSED", ()))
     resolve_policy(sections["daemon"].policy, source=source, field="daemon.policy")
+    lease, period = sections["yarn"].lease_s, sections["daemon"].round_s
+    if 0 < lease <= 2 * period:   # renewed at a round once less than half is left
+        raise InputError(source, f"must be over twice [daemon] round_s ({period:g} s): a"
+                         " lease is renewed at a round once less than half of it is left,"
+                         " and a shorter one would end between two rounds",
+                         field="yarn.lease_s", value=lease)
     return Config(source=source, policies=checked, **sections)
 
 

@@ -93,10 +93,21 @@ local function unmodelled(features)
    return features ~= nil and string.find(features, "[|%[%]%*!]") ~= nil
 end
 
+-- a job that runs in a reservation (--reservation) runs on the reservation's nodes in its
+-- window, which its owners gave to those who may use it: Slurm's to schedule, left unheld
+-- (gpufair offers nobody the nodes of an active reservation)
+local function reserved(reservation)
+   return reservation ~= nil and reservation ~= ""
+end
+
 function slurm_job_submit(job_desc, part_list, submit_uid)
    if managed(job_desc.partition) then
       if unmodelled(job_desc.features) then
          slurm.log_info("gpufair: constraint %s left to Slurm", job_desc.features)
+         return slurm.SUCCESS
+      end
+      if reserved(job_desc.reservation) then
+         slurm.log_info("gpufair: job in reservation %s left to Slurm", job_desc.reservation)
          return slurm.SUCCESS
       end
       -- sbatch --hold (-H) submits priority 0, any other submission NO_VAL

@@ -22,6 +22,9 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
+#: Whether a node has room for so many of a job's GPUs beyond free GPUs (CPUs, memory)
+Fits = Callable[[str, int], bool]
+
 
 class FreeGpus(Mapping[str, list[str]]):
     """Node → its GPUs not yet taken in this placement, in the node's own order, over a shared
@@ -77,17 +80,18 @@ class FreeGpus(Mapping[str, list[str]]):
                     free = len(self._gpus_of[node]) - before
                     index.moved(node, free, free - 1)
 
-    def candidates(self, names: Sequence[str], allowed: Collection[str] | None
-                   ) -> Candidates:
-        """The nodes of ``names`` (one GPU type's, in order) that ``allowed`` lets a job use."""
+    def candidates(self, names: Sequence[str], allowed: Collection[str] | None,
+                   fits: Fits | None = None) -> Candidates:
+        """The nodes of ``names`` (one GPU type's, in order) that ``allowed`` lets a job use
+        (and where ``fits`` says its other needs fit)."""
         if not isinstance(names, tuple):   # only a type's own node tuple is worth an index
-            return Candidates(names, allowed, self.count)
+            return Candidates(names, allowed, self.count, fits)
         index = self._indexes.get(names)
         if index is None:
             index = self._indexes[names] = CountIndex(names, self.count)
             for name in names:
                 self._index_of[name] = index
-        return IndexedCandidates(names, allowed, self.count, index)
+        return IndexedCandidates(names, allowed, self.count, fits, index)
 
 
 class CountIndex:
@@ -118,24 +122,29 @@ class Candidates:
     of both questions; used for free maps without an index, e.g. a policy's own dict)."""
 
     def __init__(self, names: Sequence[str], allowed: Collection[str] | None,
-                 count: Callable[[str], int]) -> None:
-        self.names, self.allowed, self.count = names, allowed, count
+                 count: Callable[[str], int], fits: Fits | None = None) -> None:
+        self.names, self.allowed, self.count, self.fits = names, allowed, count, fits
 
-    def allows(self, name: str) -> bool:
-        """Whether a job may use this node at all: the one place a node's fitness is told."""
-        return self.allowed is None or name in self.allowed
+    def allows(self, name: str, gpus: int) -> bool:
+        """Whether the job may take ``gpus`` GPUs of this node as far as anything but its
+        free GPU count goes (its allowed nodes; with ``fits``, its CPUs and memory): the
+        one place a node's fitness is told."""
+        return (self.allowed is None or name in self.allowed) and \
+            (self.fits is None or self.fits(name, gpus))
 
     def in_order(self, gpus: int) -> Iterable[str]:
         """The allowed nodes in order, to spread ``gpus`` over (empty when they cannot hold
-        them)."""
-        return [n for n in self.names if self.allows(n)]
+        them); each then takes what its free GPUs (and ``fits``) allow."""
+        allowed = self.allowed
+        return [n for n in self.names if allowed is None or n in allowed]
 
     def first_fitting(self, gpus: int) -> str | None:
-        return next((n for n in self.in_order(gpus) if self.count(n) >= gpus), None)
+        return next((n for n in self.in_order(gpus)
+                     if self.count(n) >= gpus and self.allows(n, gpus)), None)
 
     def best_fitting(self, per: int, nodes: int) -> list[str] | None:
-        fitting = sorted((n for n in self.in_order(per) if self.count(n) >= per),
-                         key=self.count)
+        fitting = sorted((n for n in self.in_order(per)
+                          if self.count(n) >= per and self.allows(n, per)), key=self.count)
         return fitting[:nodes] if len(fitting) >= nodes else None
 
 
@@ -144,8 +153,8 @@ class IndexedCandidates(Candidates):
     every node. A small allowed set (a user's node list) is scanned directly instead."""
 
     def __init__(self, names: Sequence[str], allowed: Collection[str] | None,
-                 count: Callable[[str], int], index: CountIndex) -> None:
-        super().__init__(names, allowed, count)
+                 count: Callable[[str], int], fits: Fits | None, index: CountIndex) -> None:
+        super().__init__(names, allowed, count, fits)
         self.index = index
         position = index.position
         self.few: list[str] | None = None
@@ -169,7 +178,7 @@ class IndexedCandidates(Candidates):
             for at in bucket:
                 if best is not None and at >= best:
                     break
-                if self.allows(names[at]):
+                if self.allows(names[at], gpus):
                     best = at
                     break
         return None if best is None else names[best]
@@ -181,7 +190,7 @@ class IndexedCandidates(Candidates):
         chosen: list[str] = []
         for bucket in self.index.buckets[max(per, 0):]:
             for at in bucket:
-                if self.allows(names[at]):
+                if self.allows(names[at], per):
                     chosen.append(names[at])
                     if len(chosen) == nodes:
                         return chosen

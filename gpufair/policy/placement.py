@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 
 from gpufair.model import Assignment, ClusterState, Job
+from gpufair.model.host_room import HostRoom
 from gpufair.policy.free_gpus import Candidates, FreeGpus
 
 
@@ -69,8 +70,13 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     every event with most picks keeping their GPUs, so what is taken is a set and a count
     per node, and a node's free GPUs are listed only when a new gang lands on it (copying
     every node's GPU list per call was most of a call on a 256-node cluster).
+
+    Where nodes count their CPUs and memory (Slurm), a job that asks for them goes only where
+    they fit beside the jobs that keep their place and those placed before it
+    (:class:`HostRoom`); on a simulated cluster ``room`` is None and nothing changes.
     """
     layout = state.layout()
+    room = HostRoom.of(state)
     gpus_of, nodes_of, named = layout.gpus_of, layout.nodes_of, layout.node_sets
     biggest, node_at, type_of = layout.biggest, layout.node_of_gpu, layout.type_of
     taken: set[str] = set()
@@ -86,16 +92,22 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
         if len(held) == job.gpus and _keep(held, taken, used, named.get(gpu_type, ()), node_at):
             if job.placement_problem(held, type_of) is None:
                 chosen[job.id] = held
+                if room is not None:
+                    room.take(job, held)
                 continue
             _give_back(held, taken, used, node_at)
         newcomers.append(pick)
     singles: dict[str, Iterator[str]] = {}
     for job, gpu_type in newcomers:
-        if job.allowed_nodes is not None or job.nodes is not None:
-            gpus = constrained_layout(job, nodes_of.get(gpu_type, ()), free)
+        if job.allowed_nodes is not None or job.nodes is not None or \
+                (room is not None and job.host is not None):
+            # (the type's whole node tuple: its count buckets skip the full nodes)
+            gpus = constrained_layout(job, nodes_of.get(gpu_type, ()), free, room)
             if gpus:
                 free.take(gpus, node_at)
                 chosen[job.id] = gpus
+                if room is not None:
+                    room.take(job, gpus)
             continue
         if job.gpus == 1:   # after every larger gang (the order): the first free GPU
             stream = singles.get(gpu_type)
@@ -171,25 +183,36 @@ def _give_back(gpus: Sequence[str], taken: set[str], used: dict[str, int],
         used[node_at[g]] -= 1
 
 
-def constrained_layout(job: Job, names: Sequence[str], free: Mapping[str, list[str]]
-                       ) -> tuple[str, ...]:
+def constrained_layout(job: Job, names: Sequence[str], free: Mapping[str, list[str]],
+                       room: HostRoom | None = None) -> tuple[str, ...]:
     """A layout on the job's allowed nodes, on exactly ``job.nodes`` of them with equal GPUs
     when it asks so (fullest-fitting nodes first, to keep large holes); () if none fits.
     Without a node count: the first allowed node with room for the whole gang, else the
     allowed nodes' free GPUs in node order.
 
+    With ``room``, a node takes only as many of the job's GPUs as its free CPUs and memory
+    leave room for (the caller charges the room with the layout it keeps).
+
     ``free`` is a :class:`FreeGpus` (its count buckets answer without scanning every node)
     or any node → free GPUs map (scanned in node order): the answers are the same."""
     allowed = None if job.allowed_nodes is None else _as_set(job.allowed_nodes)
-    nodes = free.candidates(names, allowed) if isinstance(free, FreeGpus) else \
-        Candidates(names, allowed, lambda name: len(free[name]))
+    if room is not None and job.host is None:
+        room = None
+    fits = None if room is None else lambda name, gpus: room.fits(job, name, gpus)
+    nodes = free.candidates(names, allowed, fits) if isinstance(free, FreeGpus) else \
+        Candidates(names, allowed, lambda name: len(free[name]), fits)
     if job.nodes is None:
         first = nodes.first_fitting(job.gpus)
         if first is not None:
             return tuple(free[first][: job.gpus])
+        # the gang spread over nodes in order, each taking what its free GPUs (and with
+        # ``room`` its CPUs and memory) allow
         gpus: list[str] = []
         for name in nodes.in_order(job.gpus):
-            gpus.extend(free[name][: job.gpus - len(gpus)])
+            take = min(nodes.count(name), job.gpus - len(gpus))
+            if room is not None:
+                take = room.most(job, name, take)
+            gpus.extend(free[name][:take])
             if len(gpus) == job.gpus:
                 return tuple(gpus)
         return ()

@@ -28,10 +28,13 @@ from gpufair.adapters.slurm.commands import (
 from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.adapters.slurm.token import TokenSource
 from gpufair.adapters.slurm.translate import (
+    REFUSED_NOTE,
     USER_HOLD_MARK,
     SlurmJobInfo,
     SlurmView,
     block_nodes,
+    no_resources,
+    refused,
     translate,
 )
 from gpufair.adapters.slurm.transport import (
@@ -58,6 +61,7 @@ from gpufair.model import (
     Start,
     node_of,
 )
+from gpufair.model.host_room import HostRoom
 from gpufair.settings import setting
 
 log = logging.getLogger("gpufair.slurm")
@@ -305,7 +309,10 @@ class SlurmAdapter:
         rehold = False
         for job_id in stranded(view):
             rehold = True
-            result = self.hold(view.jobs[job_id].record_id)
+            info = view.jobs[job_id]
+            result = self.hold(info.record_id)
+            if result.ok and refused(info.reason):
+                self._note_refusal(info)
             if result.ok:
                 log.warning("job %s was released onto %s, where it cannot start (a node "
                             "down or drained, or its GPUs taken): held again to be placed "
@@ -315,6 +322,21 @@ class SlurmAdapter:
                 log.warning("job %s cannot start where it was released, not held again: "
                             "%s", job_id, result.detail)
         return rehold
+
+    def _note_refusal(self, info: SlurmJobInfo) -> None:
+        """Note in the job's admin comment that Slurm refused to start it, and when: the
+        translation keeps it out of the plan for a while (a limit lasts until other jobs end;
+        offered again at once, it would be released and refused round after round). The note
+        lives in Slurm, so a dry run, a restarted daemon and ``gpufair explain`` see it."""
+        words = [w for w in info.admin_comment.split() if not w.startswith(REFUSED_NOTE)]
+        note = " ".join([*words, f"{REFUSED_NOTE}{info.reason}@{self.clock():.0f}"])
+        result = self.transport.control("update", info.record_id, {"AdminComment": note})
+        level = logging.WARNING if result.ok else logging.ERROR
+        log.log(level, "job %s: Slurm refused to start it where gpufair released it (%s): "
+                "held again%s", info.job_id, info.reason,
+                "" if result.ok else f", the refusal not noted: {result.detail}",
+                extra={"fields": {"event": "refused", "job": info.job_id,
+                                  "reason": info.reason}})
 
     def _leave_to_owner(self, job_id: str, restarts: int) -> bool:
         """Mark a job requeued held by somebody else with the owner's hold (job_submit.lua's
@@ -508,8 +530,12 @@ class SlurmAdapter:
         return next((j for j in self.last_view.state.jobs if j.id == job_id), None)
 
     def hold(self, job_id: str) -> CommandResult:
-        """Admin operations outside the plan's vocabulary (no model action expresses them)."""
-        return self.transport.control("hold", job_id)
+        """Admin operations outside the plan's vocabulary (no model action expresses them).
+
+        gpufair's hold is a *user* hold (``scontrol uhold``, Reason=JobHeldUser, as
+        job_submit.lua's at submission): an administrator's ``scontrol hold``
+        (JobHeldAdmin) then stays theirs, and gpufair starts no job under it."""
+        return self.transport.control("uhold", job_id)
 
     def release(self, job_id: str) -> CommandResult:
         return self.transport.control("release", job_id)
@@ -609,17 +635,30 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
     GPUs it frees. Jobs gpufair does not schedule are not told apart there this round
     (sinfo counts the settling job's GPUs in use until it is gone); the next round does.
 
-    ``()`` when the job cannot start there: too few GPUs left, or a pinned node that Slurm
+    ``()`` when the job cannot start there: Slurm says it will not (a reason in
+    :data:`~gpufair.adapters.slurm.translate.REFUSALS`, a limit, or Resources still
+    :data:`~gpufair.adapters.slurm.translate.RESOURCES_GRACE_S` after the release with
+    nothing settling there), too few GPUs left, too few
+    CPUs or too little
+    memory left beside them (what Slurm shows allocated to what gpufair does not schedule,
+    to the running jobs and to the released jobs before it), or a pinned node that Slurm
     itself shows down or drained (it starts nothing there until an admin or the node brings
     it back, which may be never). None when a pinned node is unknown or held back for what
     cannot be told (a record that could not be read, records that contradict each other):
     nothing to tell this round."""
     nodes = {n.name: n for n in view.state.nodes}
     taken = {g for job in view.state.jobs for g in job.gpus_held}
+    room = HostRoom(view.state.nodes)
+    for job in view.state.jobs:
+        room.take(job, job.gpus_held)
     out: dict[str, tuple[str, ...] | None] = {}
     for job in view.state.jobs:
         info = view.jobs[job.id]
         if not starting(info) or not info.pinned:
+            continue
+        if (refused(info.reason) or no_resources(info)) and \
+                view.settling_nodes.isdisjoint(info.pinned):
+            out[job.id] = ()       # Slurm's own word: it will not start it there as it is
             continue
         pinned = [nodes.get(name) for name in dict.fromkeys(info.pinned)]
         if any(n is not None and n.state is not NodeState.UP and n.name not in view.held_back
@@ -640,9 +679,11 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
             extra = [g for f in free for g in f[1:]]
             gpus += extra[:job.gpus - len(gpus)]
             short = any(not f for f in free) or len(gpus) != job.gpus
-        if short:
+        counts = {n: sum(node_of(g) == n for g in gpus) for n in dict.fromkeys(info.pinned)}
+        if short or not all(room.fits(job, n, k) for n, k in counts.items()):
             out[job.id] = ()
             continue
+        room.take(job, gpus)
         taken.update(gpus)
         out[job.id] = tuple(sorted(gpus, key=lambda g: (info.pinned.index(node_of(g)),
                                                         int(g.rpartition(":")[2]))))
@@ -652,5 +693,7 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
 def stranded(view: SlurmView) -> list[str]:
     """Managed jobs gpufair released that cannot start where they are pinned: their nodes no
     longer have the GPUs they ask (taken by jobs gpufair does not schedule or held by running
-    jobs), or one of them is down or drained in Slurm (see :func:`starting_places`)."""
+    jobs, or too few CPUs or too little memory left beside them), one of them is down or
+    drained in Slurm, or Slurm refuses it for a reason a wait does not cure (see
+    :func:`starting_places`)."""
     return [job_id for job_id, gpus in starting_places(view).items() if gpus == ()]
