@@ -33,6 +33,8 @@ from gpufair.adapters.slurm.translate import (
     SlurmJobInfo,
     SlurmView,
     block_nodes,
+    gpu_use_disagrees,
+    mark_fits,
     no_resources,
     refused,
     translate,
@@ -92,6 +94,10 @@ class SlurmSettings:
     backoff_s: float = setting(0.5, "first pause between read retries (doubles)", ge=0.0)
     settle_timeout_s: float = setting(30.0, "how long a requeued job may stay COMPLETING",
                                       gt=0.0)
+    kill_invalid_depend: bool = setting(
+        False, "as slurm.conf's SchedulerParameters=kill_invalid_depend (set both alike): a"
+        " held job whose dependency can never be met is cancelled unless it asked"
+        " --kill-on-invalid-dep=no (one that asked =yes is cancelled either way)")
     checkpoint_signal: str = setting("USR1", "sent grace_s before a preemption or move, to the"
                                      " jobs that opted in")
     checkpoint_opt_in: str = setting(
@@ -103,6 +109,10 @@ class SlurmSettings:
             raise ValueError("managed_partitions: empty partition name")
 
 
+#: squeue + sinfo pairs read at most, while they disagree on the GPUs in use (a job started or
+#: ended between them); the last pair stands (what sinfo shows in use and no job holds is
+#: never offered). Three: a disagreement that outlives two re-reads is not a race
+CONSISTENT_READS = 3
 #: How far into the next second a restart after a requeue waits (see ``_await_pending``).
 REVOKE_MARGIN_S = 0.05
 #: ``state_description`` of a job ``scontrol requeuehold`` stopped: the same whoever ran it
@@ -133,6 +143,8 @@ class SlurmAdapter:
     _judged: tuple[SlurmView, float] | None = field(default=None, repr=False)
     #: wall time (this host's) right before the last complete read of jobs and nodes
     _read_at: float | None = field(default=None, repr=False)
+    #: the problems of the last read, logged already (see ``_log_problems``)
+    _logged: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
     def from_settings(cls, settings: SlurmSettings, *, mode: str = "hard") -> SlurmAdapter:
@@ -168,7 +180,9 @@ class SlurmAdapter:
 
     # ---- read side ------------------------------------------------------------------------
     def read_documents(self) -> tuple[dict, dict]:
-        """squeue and sinfo, retried with exponential backoff (slurmctld restarting)."""
+        """squeue and sinfo, retried with exponential backoff (slurmctld restarting), and
+        read again (at most ``CONSISTENT_READS`` times) while they disagree on the GPUs in
+        use: a job started or ended between the two reads (see ``gpu_use_disagrees``)."""
         retrying = Retrying(
             stop=stop_after_attempt(self.settings.retries),
             wait=wait_exponential(multiplier=self.settings.backoff_s, exp_base=2),
@@ -180,7 +194,7 @@ class SlurmAdapter:
             for attempt in retrying:
                 with attempt:
                     started = time.time()   # Slurm's clock domain, never the injected clock
-                    documents = self.transport.read_jobs(), self.transport.read_nodes()
+                    documents = self._consistent_read()
                     self._read_at = started
                     return documents
         except TransportError as exc:
@@ -201,15 +215,36 @@ class SlurmAdapter:
         except TransportError:
             return True   # the full read that follows reports it
 
+    def _consistent_read(self) -> tuple[dict, dict]:
+        """One squeue and one sinfo that agree on who holds which GPU, or the last pair read
+        (then the disagreement is real: GPUs of jobs gpufair cannot see, never offered)."""
+        for _ in range(CONSISTENT_READS - 1):
+            jobs, nodes = self.transport.read_jobs(), self.transport.read_nodes()
+            differ = gpu_use_disagrees(jobs, nodes)
+            if not differ:
+                return jobs, nodes
+            log.debug("squeue and sinfo disagree on the GPUs in use on %s: read again",
+                      ",".join(differ))
+        return self.transport.read_jobs(), self.transport.read_nodes()
+
     def view(self) -> SlurmView:
         jobs, nodes = self.read_documents()
         view = translate(jobs, nodes, now=self.clock(),
                          managed_partitions=self.settings.managed_partitions,
                          source=self.transport.name)
-        for problem in view.problems:
-            log.warning("%s", problem)
+        self._log_problems(view.problems)
         self.last_view = view
         return view
+
+    def _log_problems(self, problems: Sequence[str]) -> None:
+        """Log each problem of a read once while it lasts, not at every read: the daemon reads
+        Slurm two or three times a round and at every poll, so a job's malformed
+        ``gpufair:gpus=`` comment was warned about twice per round for as long as it waited
+        (issue 29). A problem that goes away and comes back is logged again."""
+        for problem in problems:
+            if problem not in self._logged:
+                log.warning("%s", problem)
+        self._logged = set(problems)
 
     def snapshot(self) -> ClusterState:
         judged, self._judged = self._judged, None
@@ -289,11 +324,44 @@ class SlurmAdapter:
                     and not ours(job.id, job.restarts - 1, job.arrival_s):
                 marked = self._leave_to_owner(info.control_id, job.restarts) or marked
         rehold = self._rehold_stranded(view)
-        if not held and not marked and not rehold:
+        cancelled = self._cancel_never_met(view)
+        if not held and not marked and not rehold and not cancelled:
             # a job requeued held between this view and a fresh read would be planned
             # unjudged (started again): the round's snapshot is this view
             self._judged = (view, read_at)
         return held
+
+    def _cancel_never_met(self, view: SlurmView) -> bool:
+        """Cancel the held jobs whose dependency can never be met and that ask for it
+        (``--kill-on-invalid-dep=yes``, or ``kill_invalid_depend`` and not ``=no``), as Slurm
+        would: it re-checks no held job's dependencies, and gpufair holds them all, so
+        such a job waited forever. The others wait, as they would in Slurm (its reason then
+        DependencyNeverSatisfied; ``gpufair dry-run`` lists why). A fresh read first: the
+        job must still wait on the same dependency. True if Slurm was asked to change
+        anything."""
+        asked = False
+        for job_id, (kill, dependency) in view.never_met.items():
+            if not (self.settings.kill_invalid_depend if kill is None else kill):
+                continue
+            try:
+                fresh = self._read_job(job_id)
+            except TransportError as exc:
+                log.warning("job %s: not read, not cancelled: %s", job_id, exc)
+                continue
+            if fresh is None or fresh.get("job_state") != "PENDING" or \
+                    fresh.get("dependency") != dependency:
+                continue
+            asked = True
+            result = self.cancel(job_id)
+            why = next((w for j, w in view.waiting if j.id == job_id), "")
+            if result.ok:
+                log.warning("job %s cancelled: %s, and it asked to be cancelled then "
+                            "(--kill-on-invalid-dep)", job_id, why,
+                            extra={"fields": {"event": "dependency_never_met",
+                                              "job": job_id}})
+            else:
+                log.warning("job %s: %s, not cancelled: %s", job_id, why, result.detail)
+        return asked
 
     def _rehold_stranded(self, view: SlurmView) -> bool:
         """Hold again the jobs gpufair released that can no longer start where they are
@@ -353,13 +421,17 @@ class SlurmAdapter:
             return True   # changed since the view, or held some other way: not this case
         comment = str(fresh.get("comment") or "")
         admin = str(fresh.get("admin_comment") or "")
-        if USER_HOLD_MARK not in comment.split():
-            comment = f"{comment} {USER_HOLD_MARK}" if comment.strip() else USER_HOLD_MARK
         # once per run (reconcile checks it); an earlier run's note goes
-        note = " ".join([w for w in admin.split() if not w.startswith(OWNER_HOLD_NOTE)]
-                        + [f"{OWNER_HOLD_NOTE}{restarts}"])
-        result = self.transport.control("update", job_id,
-                                        {"Comment": comment, "AdminComment": note})
+        words = [w for w in admin.split() if not w.startswith(OWNER_HOLD_NOTE)]
+        fields = {}
+        if USER_HOLD_MARK not in comment.split():
+            if mark_fits(comment):
+                fields["Comment"] = f"{comment} {USER_HOLD_MARK}" if comment.strip() \
+                    else USER_HOLD_MARK
+            elif USER_HOLD_MARK not in words:   # no room: where job_submit.lua keeps it then
+                words.append(USER_HOLD_MARK)
+        fields["AdminComment"] = " ".join([*words, f"{OWNER_HOLD_NOTE}{restarts}"])
+        result = self.transport.control("update", job_id, fields)
         if result.ok:
             log.warning("job %s was requeued held by its owner, not by gpufair: left held "
                         "for them until their scontrol release", job_id,
@@ -608,18 +680,18 @@ def find_record(jobs: Mapping[str, Any], job_id: str, *, own: bool = False
             return raw
         if str(raw.get("job_id")) == (array if task else job_id):
             record = raw
-    if task and (own or record is None or not _first_task(record, task)):
+    if task and (own or record is None or not _stands_for(record, task)):
         return None
     return record
 
 
-def _first_task(record: Mapping[str, Any], task: str) -> bool:
-    """Whether ``task`` is the lowest task an array record stands for (the one gpufair
-    starts next: the record is that task's job to the model)."""
-    if record.get("array_task_id") is not None:
+def _stands_for(record: Mapping[str, Any], task: str) -> bool:
+    """Whether an array record still stands for ``task`` (not split out of it yet: the
+    record is that task's job to the model, see ``translate._array_tasks``)."""
+    if record.get("array_task_id") is not None or not task.isdigit():
         return False
     try:
-        return str(parse_task_list(str(record.get("array_task_string") or "")).first) == task
+        return int(task) in parse_task_list(str(record.get("array_task_string") or ""))
     except ValueError:
         return False
 

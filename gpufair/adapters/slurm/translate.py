@@ -68,6 +68,11 @@ MANAGED_MARK = "gpufair:managed"
 #: user's update that changes it, even when the lua does). The owner's ``scontrol release``
 #: only takes the word out; the job stays held, and only then is it gpufair's to start.
 USER_HOLD_MARK = "gpufair:userhold"
+#: Slurm's longest comment (bytes). When the owner's comment leaves no room for the mark,
+#: job_submit.lua keeps it in the admin comment, where it counts only while there is no room
+#: (see :func:`user_held`)
+COMMENT_MAX = 1024
+_MARK_WORD = re.compile(r"(?<=\s)" + re.escape(USER_HOLD_MARK) + r"(?=\s)")
 #: An elastic job says so in its --comment: ``gpufair:gpus=MIN-MAX`` (one word); it is then
 #: scheduled with any GPU count from MIN to MAX (AFS), and resized by requeue + update.
 ELASTIC_MARK = "gpufair:gpus="
@@ -143,6 +148,13 @@ class SlurmView:
     #: those of ``held_back`` whose only reason is a job settling there: up again in seconds,
     #: and their GPUs are known (the settling job's are free once it is gone)
     settling_nodes: frozenset[str] = frozenset()
+    #: waiting jobs whose dependency can never be met any more (a parent of ``afterok`` that
+    #: failed, ...), by the id that cancels them alone: their own word on it
+    #: (``--kill-on-invalid-dep=yes`` True, ``=no`` False, neither None: the cluster's
+    #: ``kill_invalid_depend``) and the dependency as read. Slurm re-checks no held job's
+    #: dependencies, and gpufair holds them all: it carries out that rule itself
+    #: (``SlurmAdapter.reconcile``)
+    never_met: Mapping[str, tuple[bool | None, str]] = field(default_factory=dict)
 
 
 class Malformed(ValueError):
@@ -272,6 +284,7 @@ class _Parsed:
     where: str
     job: Job
     info: SlurmJobInfo
+    order: tuple[int, int, str] = (0, 0, "")
 
 
 def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now: float,
@@ -295,8 +308,10 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
         records = []
 
     site = replace(site, job_states=_job_states(records), arrays=_array_load(records))
+    capacity = sum(n.gpus for n in nodes)
     parsed: list[_Parsed] = []
     waiting: list[tuple[Job, str]] = []
+    never_met: dict[str, tuple[bool | None, str]] = {}
     for i, raw in sorted(enumerate(records), key=lambda item: _submission_order(item[1])):
         where = _where(source, raw, i)
         try:
@@ -309,6 +324,10 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
                 result = (_constrain(result[0], raw, site, now), result[1])
             except NotRunnable as why:  # nothing wrong: it waits for its owner or a parent
                 waiting.append((result[0], str(why)))
+                if isinstance(why, NeverMet) and not result[1].record:
+                    # (an array record is not cancelled by gpufair: its id is every task)
+                    never_met[result[1].control_id] = (_kill_on_invalid_dep(raw),
+                                                       _text(raw, "dependency"))
                 continue
             except Unmodelled as why:   # not broken: just not for the policy to place
                 problems.append(f"{where}: not scheduled by gpufair: {why}")
@@ -323,7 +342,12 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
                 problems.append(f"{where}: skipped: {_describe(exc)}")
             blocked.update(held)
             continue
-        parsed.append(_Parsed(i, raw, where, *result))
+        for job, info in _array_tasks(*result, raw, site, capacity):
+            order = _submission_order(raw)
+            if info.record:   # a task of the record: at its place among its split-out peers
+                order = (order[0], int(job.id.partition("_")[2]), "")
+            parsed.append(_Parsed(i, raw, where, job, info, order))
+    parsed.sort(key=lambda p: p.order)
 
     parsed = _drop_conflicts(parsed, problems, blocked)
     jobs: list[Job] = []
@@ -356,6 +380,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
                          tenants=tuple(Tenant(t) for t in tenants),
                          gpu_types=tuple(GpuType(t) for t in types))
     return SlurmView(state, infos, tuple(problems), tuple(settling), tuple(waiting),
+                     never_met=never_met,
                      held_back=frozenset(up & (blocked | settling_nodes)),
                      settling_nodes=frozenset((up & settling_nodes) - blocked))
 
@@ -404,6 +429,46 @@ def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
         except Malformed:   # unknown: all of it, so that nothing is placed there on a guess
             allocated[name] = (_MAX_U32, _MAX_MEMORY_MB)
     return _Site(features, {p: frozenset(n) for p, n in partitions.items()}, used, allocated)
+
+
+def gpu_use_disagrees(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any]
+                      ) -> list[str]:
+    """Nodes where sinfo's GPUs in use are not the GPUs the jobs document's running jobs hold
+    there (any partition; a node where a job is COMPLETING is left out: it is held back
+    anyway, and sinfo frees its GPUs step by step).
+
+    squeue and sinfo are two reads at two moments: a job that starts between them is
+    pending in one and holds GPUs in the other, so its GPUs looked "used by jobs gpufair
+    does not schedule", the jobs released there looked stranded and were held again, then
+    released again (issue 29). The adapter reads both again while this says they differ.
+    Whatever cannot be read here agrees: the translation reports it."""
+    used: dict[str, set[int]] = {}
+    completing: set[str] = set()
+    for raw in _records(jobs_doc, "jobs") or ():
+        try:
+            state = _state_name(raw.get("job_state"), "job_state")
+            if state not in _RUNS:
+                continue
+            nodes = _hostlist(raw, "nodes")
+            if state == "COMPLETING":
+                completing.update(nodes)
+                continue
+            for gpu in _held(raw, nodes):
+                name, _, index = gpu.rpartition(":")
+                used.setdefault(name, set()).add(int(index))
+        except Exception:  # unreadable: the translation reports it
+            continue
+    differ = []
+    for raw in _records(nodes_doc, "nodes") or ():
+        try:
+            name = raw["name"]
+            said = {i for e in parse_gpu_entries(_text(raw, "gres_used"))
+                    for i in (e.indices or ())}
+        except Exception:  # unreadable: the translation reports it
+            continue
+        if name not in completing and said != used.get(name, set()):
+            differ.append(name)
+    return differ
 
 
 def _job_states(records: Sequence[Any]) -> dict[str, str]:
@@ -501,11 +566,39 @@ class NotRunnable(Unmodelled):
     hold): nothing to report, and no demand the policy should count or serve."""
 
 
+class NeverMet(NotRunnable):
+    """The job's dependency can never be met any more: Slurm alone would say
+    DependencyNeverSatisfied, and cancel it if it asked (``--kill-on-invalid-dep=yes``)."""
+
+
+def _kill_on_invalid_dep(raw: Mapping[str, Any]) -> bool | None:
+    """The job's own ``--kill-on-invalid-dep``: yes True, no False, not given None."""
+    flags = raw.get("flags")
+    flags = set(flags) if isinstance(flags, list) else set()
+    return True if "KILL_INV_DEP" in flags else False if "NO_KILL_INV_DEP" in flags else None
+
+
 def user_held(raw: Mapping[str, Any]) -> bool:
     """Whether a managed job carries its owner's hold (``USER_HOLD_MARK``). Only job_submit.lua
     writes the word into a managed job's comment, and only the owner (or an operator) can
-    change that comment; in a job the lua did not mark, the word means nothing."""
-    return _managed(raw) and USER_HOLD_MARK in _text(raw, "comment").split()
+    change that comment; in a job the lua did not mark, the word means nothing. When the
+    comment leaves no room for the word (Slurm's 1,024 bytes: an ``sbatch --hold`` with a
+    1,008-byte comment was refused), the lua keeps it in the admin comment, which users
+    cannot change: it counts there only while the comment still leaves no room (the owner
+    shortens it to release the job, and the word then moves into it)."""
+    if not _managed(raw):
+        return False
+    comment = _text(raw, "comment")
+    return USER_HOLD_MARK in comment.split() or (
+        USER_HOLD_MARK in _text(raw, "admin_comment").split() and not mark_fits(comment))
+
+
+def mark_fits(comment: str) -> bool:
+    """Whether the owner's hold mark fits in ``comment`` (as job_submit.lua counts: bytes of
+    the comment without the mark, a space, the mark)."""
+    text = _MARK_WORD.sub("", f" {comment} ").strip()
+    return not text or len(text.encode("utf-8", "replace")) + 1 + len(USER_HOLD_MARK) \
+        <= COMMENT_MAX
 
 
 def held_by_gpufair(jobs_doc: Any) -> list[str]:
@@ -583,6 +676,9 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job
         raise NotRunnable(f"its array has {running} tasks running, its limit (%{limit})")
     dependency = _text(raw, "dependency")
     if dependency not in ("", "(null)") and not dependency_met(dependency, site.job_states):
+        never = dependency_never_met(dependency, site.job_states)
+        if never is not None:
+            raise NeverMet(f"its dependency can never be met ({_show(never)})")
         raise NotRunnable(f"waits for a dependency ({_show(dependency)})")
     parts = tuple(p for p in _text(raw, "partition").split(",") if p in site.partitions)
     wanted = _text(raw, "features")
@@ -756,6 +852,27 @@ def dependency_met(text: str, states: Mapping[str, str]) -> bool:
         results.append(all(states.get(j.split("+")[0].split("_")[0]) in allowed
                            for j in ids.split(":")))
     return any(results) if any_of else all(results)
+
+
+#: the states of a parent that decide a dependency kind for good, the wrong way
+_FAILS = {"afterok": _ENDED - {"COMPLETED"}, "afternotok": {"COMPLETED"}}
+
+
+def dependency_never_met(text: str, states: Mapping[str, str]) -> str | None:
+    """The part of a dependency that can never be met any more (``afterok:12`` once job 12
+    failed, ``afternotok:12`` once it completed), or None while it still may be: Slurm's
+    DependencyNeverSatisfied. ``?`` (any of) can never be met only when no part can. A
+    parent gpufair cannot see (gone from squeue after MinJobAge) decides nothing."""
+    failed = []
+    for item in re.split(r"[,?]", text):
+        part = re.sub(r"\(.*?\)$", "", item.strip())
+        kind, _, ids = part.partition(":")
+        fails = _FAILS.get(kind, set())
+        failed.append(bool(ids) and any(states.get(j.split("+")[0].split("_")[0]) in fails
+                                        for j in ids.split(":")))
+        if failed[-1] and "?" not in text:
+            return part
+    return text if "?" in text and all(failed) else None
 
 
 def _user_nodelist(raw: Mapping[str, Any]) -> tuple[str, ...]:
@@ -1069,6 +1186,30 @@ def _per_gpu(raw: Mapping[str, Any], key: str) -> int:
     if match is None or int(match.group(1)) > _MAX_MEMORY_MB:
         raise Malformed(f"field {key!r} is not gres:gpu:N: {_show(text)}")
     return int(match.group(1))
+
+
+def _array_tasks(job: Job, info: SlurmJobInfo, raw: Mapping[str, Any], site: _Site,
+                 capacity: int) -> list[tuple[Job, SlurmJobInfo]]:
+    """A pending array record as the jobs ``A_T`` of the tasks it stands for, lowest first;
+    any other record as itself. Each task is started on its own (the update of ``A_T``
+    splits it out of the record), so a round starts as many as the plan places: one job for
+    the whole record started one task per round (a 12-task array on 16 idle GPUs took 32 s).
+
+    Not more tasks than the array's ``%N`` limit leaves room for, nor than could all run on
+    the cluster's GPUs at once (an array may stand for 4 million tasks: the rest follow as
+    these start), nor than the record lists when Slurm cut its list short."""
+    if not info.record:
+        return [(job, info)]
+    tasks = parse_task_list(_text(raw, "array_task_string"))   # read once already by _job
+    running, limit = site.arrays.get(int(job.app or 0), (0, 0))
+    room = limit - running if limit else capacity
+    at_most = max(1, min(room, capacity // max(1, job.gpus)))
+    array = job.id.partition("_")[0]
+    out = []
+    for task in tasks.ids(at_most):
+        task_id = f"{array}_{task}"
+        out.append((replace(job, id=task_id), replace(info, job_id=task_id)))
+    return out
 
 
 def task_name(raw: Mapping[str, Any]) -> str | None:
