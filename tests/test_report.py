@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -280,3 +281,41 @@ def test_a_failed_write_leaves_the_old_report_and_no_debris(made, tmp_path, monk
 def test_output_that_is_a_directory_is_refused(made, tmp_path, capsys):
     assert main(["report", str(made["compare_dir"]), "-o", str(tmp_path)]) == 2
     assert f"{tmp_path}: is a directory" in capsys.readouterr().err
+
+
+# ---- the README --------------------------------------------------------------------------
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_report_commands() -> tuple[str, list[str]]:
+    """The README's first command's gpufair part, and the commands of its Reports block."""
+    text = README.read_text(encoding="utf-8")
+    first = text.split("```sh\n", 1)[1].splitlines()[0].split("&& ")[-1]
+    block = text.split("\n## Reports\n", 1)[1].split("```sh\n", 1)[1].split("\n```", 1)[0]
+    commands = [" ".join(shlex.split(line, comments=True)) for line in block.splitlines()]
+    return first, [c for c in commands if c]
+
+
+def test_the_readme_first_command_then_one_report_command_make_a_report(tmp_path,
+                                                                        monkeypatch):
+    """From an empty directory, as on a fresh clone: the first command, then the Reports
+    block line by line; every report it makes opens cleanly in Chromium."""
+    first, commands = readme_report_commands()
+    assert first == "gpufair simulate --out results"
+    assert commands[0] == "gpufair report results -o report.html"
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    repo = README.parent
+    for command in [first, *commands]:
+        argv = [a if not a.startswith("gpufair/") else str(repo / a)
+                for a in shlex.split(command)[1:]]
+        assert main(argv) == 0, command
+    made = sorted(p.name for p in work.glob("*.html"))
+    assert made == ["both.html", "cmp.html", "dry.html", "report.html"]
+    for name in made:
+        page = open_page(work / name, tmp_path)
+        assert page.requests == [] and page.console == [], name
+        assert ink_fraction(page.screenshot) > 0.01, name
+        assert _parse(page.dom)[1] == [], name

@@ -40,7 +40,7 @@ def line_style(i: int) -> dict[str, object]:
 
 
 @contextmanager
-def figure(width: float = 7.0, height: float = 3.2, ncols: int = 1,
+def figure(width: float = 6.4, height: float = 3.0, ncols: int = 1,
            nrows: int = 1) -> Iterator[tuple[plt.Figure, np.ndarray]]:
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
@@ -97,6 +97,8 @@ def cdf_figure(series: Mapping[str, np.ndarray], xlabel: str, *, log: bool = Fal
         if log and all(np.nanmin(v) > 0 for v in series.values() if len(v)):
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10,
+                                                                    subs=(1.0, 2.0, 5.0)))
             ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_plain_number))
         ax.set_xlabel(xlabel)
         ax.set_ylabel("fraction of jobs")

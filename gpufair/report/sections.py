@@ -26,7 +26,7 @@ def table_html(frame: pd.DataFrame, *, caption: str | None = None) -> str:
     """A pandas table as a sortable HTML table (the page's script sorts by a header click;
     numbers are written plainly so it can read them back)."""
     text = frame.to_html(index=False, border=0, classes="sortable", na_rep="–",
-                         float_format=lambda v: f"{v:,.3f}" if abs(v) < 10 else f"{v:,.0f}",
+                         float_format=_number,
                          escape=True)
     text = _mark_text_columns(text.replace(' style="text-align: right;"', ""), [
         i for i, column in enumerate(frame.columns)
@@ -34,6 +34,12 @@ def table_html(frame: pd.DataFrame, *, caption: str | None = None) -> str:
     if caption:
         text = text.replace("<thead>", f"<caption>{html.escape(caption)}</caption><thead>", 1)
     return text
+
+
+def _number(value: float) -> str:
+    """Three decimals below 10 (ρ, hours, fractions), one below 1,000, none above."""
+    size = abs(value)
+    return f"{value:,.3f}" if size < 10 else f"{value:,.1f}" if size < 1000 else f"{value:,.0f}"
 
 
 def _mark_text_columns(text: str, columns: list[int]) -> str:

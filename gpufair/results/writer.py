@@ -167,8 +167,7 @@ class ResultsWriter:
             elif kind == "float":
                 frame[column] = frame[column].astype("float64")
             else:
-                frame[column] = frame[column].map(lambda v: "" if v is None or (
-                    isinstance(v, float) and math.isnan(v)) else str(v)).astype(object)
+                frame[column] = frame[column].fillna("").astype(str).astype(object)
         return frame
 
     def _check(self, tables: dict[str, pd.DataFrame]) -> None:
