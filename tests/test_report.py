@@ -201,6 +201,10 @@ def test_report_content_reads_the_results(made):
     assert "others" in text                       # 12 tenants: the 9th on are summed
     assert text.count("<svg") == 8
     assert "as_run" in text and "jobs compared" in text
+    both = made["both"].read_text(encoding="utf-8")
+    tenants = both.split('id="tenants"', 1)[1].split("</table>", 1)[0]
+    runs = re.findall(r'<td class="text">(fifo|themis|las)</td>', tenants)
+    assert runs == ["fifo", "themis", "las"]      # the runs in their order, not A to Z
     dry = made["dry"].read_text(encoding="utf-8")
     assert "gpu-k80-2" in dry and "resume: unranked; placed by themis" in dry
     assert "<svg" not in dry

@@ -44,6 +44,9 @@ def figure(width: float = 6.4, height: float = 3.0, ncols: int = 1,
            nrows: int = 1) -> Iterator[tuple[plt.Figure, np.ndarray]]:
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
+        # fixed margins (room for the legend on the right), not bbox_inches="tight": that
+        # draws each figure twice, and drawing is most of a large report's time
+        fig.subplots_adjust(left=0.09, right=0.8, bottom=0.16, top=0.9)
         try:
             yield fig, axes
         finally:
@@ -55,7 +58,7 @@ def to_svg(fig: plt.Figure) -> str:
     DTD on the web), scaled to the page's width by its viewBox."""
     buffer = io.StringIO()
     with plt.rc_context(STYLE):
-        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
     text = text[text.index("<svg"):]
     return re.sub(r'<svg([^>]*?) width="([\d.]+)pt" height="([\d.]+)pt"',

@@ -128,8 +128,10 @@ def tenants(results: Results) -> dict[str, Any] | None:
                            fair_h=over["fair_share_gpus"] * over["dt"] / 3600)
         sums = over.groupby(["run", "tenant"])[["held_h", "fair_h"]].sum()
         per["held / fair share"] = sums["held_h"] / sums["fair_h"].replace(0, np.nan)
-    per = per.reset_index().fillna({"GPU-hours": 0.0}).sort_values(
-        ["run", "GPU-hours"], ascending=[True, False], kind="stable")
+    order = {run: i for i, run in enumerate(results.runs)}   # the runs in their order
+    per = per.reset_index().fillna({"GPU-hours": 0.0})
+    per = per.assign(order=per["run"].map(order)).sort_values(
+        ["order", "GPU-hours"], ascending=[True, False], kind="stable").drop(columns="order")
     per = per.groupby("run", sort=False).head(TABLE_TENANTS)
     per = per.rename(columns={"avg_wait_h": "avg wait (h)", "p90_wait_h": "p90 wait (h)"})
     figs = []
