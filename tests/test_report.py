@@ -282,9 +282,18 @@ def test_a_failed_write_leaves_the_old_report_and_no_debris(made, tmp_path, monk
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
 
 
-def test_output_that_is_a_directory_is_refused(made, tmp_path, capsys):
+def test_output_that_is_a_directory_or_cannot_be_written_is_refused(made, tmp_path, capsys):
     assert main(["report", str(made["compare_dir"]), "-o", str(tmp_path)]) == 2
     assert f"{tmp_path}: is a directory" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["report", str(made["compare_dir"]), "-o", str(blocker / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert f"{blocker / 'r.html'}: cannot write the report here" in err
+    assert "Traceback" not in err
+    assert main(["simulate", "-q", "--out", str(blocker / "res")]) == 2
+    err = capsys.readouterr().err
+    assert f"{blocker / 'res'}: cannot write the results directory here" in err
 
 
 # ---- the README --------------------------------------------------------------------------

@@ -69,9 +69,13 @@ def write_report(dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[
     target = Path(out)
     if target.is_dir():
         raise InputError(str(target), "is a directory; name the report's file (-o FILE.html)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                     dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                         dir=target.parent)
+    except OSError as exc:   # a path the user gave that cannot be written: bad input
+        raise InputError(str(target), f"cannot write the report here: "
+                         f"{exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
