@@ -102,6 +102,9 @@ PAGES = {
 }
 
 
+SVG_NAMESPACES = {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
+
+
 def _parse(text: str):
     parser = html5lib.HTMLParser(tree=html5lib.getTreeBuilder("etree"),
                                  namespaceHTMLElements=False)
@@ -139,6 +142,8 @@ def test_the_report_renders_as_a_page(made, name, tmp_path):
     _tree, errors = _parse(text)
     assert errors == [], errors[:5]
     assert external_references(text) == []
+    # no URL at all but the SVG namespaces' names (which nothing fetches)
+    assert set(re.findall(r"https?://[^\s\"'()<>]+", text)) <= SVG_NAMESPACES
     page = open_page(made[name], tmp_path)
     assert page.requests == [], page.requests
     assert page.console == [], page.console

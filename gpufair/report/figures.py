@@ -55,12 +55,14 @@ def figure(width: float = 6.4, height: float = 3.0, ncols: int = 1,
 
 def to_svg(fig: plt.Figure) -> str:
     """The figure as an inline ``<svg>`` element: no XML header, no DOCTYPE (which names a
-    DTD on the web), scaled to the page's width by its viewBox."""
+    DTD on the web), no metadata, scaled to the page's width by its viewBox."""
     buffer = io.StringIO()
     with plt.rc_context(STYLE):
         fig.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
     text = text[text.index("<svg"):]
+    # its RDF metadata (creator, format) names vocabularies by URL: nothing a reader needs
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, count=1, flags=re.S)
     return re.sub(r'<svg([^>]*?) width="([\d.]+)pt" height="([\d.]+)pt"',
                   r'<svg\1 width="100%" preserveAspectRatio="xMidYMid meet"', text, count=1)
 
