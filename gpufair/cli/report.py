@@ -8,7 +8,9 @@ import argparse
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser("report", help="an HTML report of results directories (--out)",
-                            description=__doc__)
+                            description="One self-contained HTML page (figures inline, "
+                            "nothing fetched) of the results\ndirectories that --out of "
+                            "simulate, compare and dry-run writes, their runs side by side.")
     report.add_argument("dirs", nargs="+", metavar="DIR",
                         help="results directories of one workload (their runs side by side)")
     report.add_argument("-o", "--output", required=True, metavar="FILE",
