@@ -6,9 +6,9 @@ import gc
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,9 @@ class SimulationSpec:
     elastic: bool = False                    # trace jobs may run on 1..scale factor GPUs
     resize_overhead_s: float | None = None   # None: the semantics' restart overhead
     elastic_max: int | None = None           # elastic jobs' max GPUs when above their request
+    #: the policy's options as a table (a sweep cell's); they take the place of any the
+    #: config file gives that policy
+    policy_options: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -140,6 +143,8 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None,
     sim = build_simulator(spec, capture=capture)
     semantics = sim.semantics
     config = load_config(spec.config)
+    if spec.policy_options is not None:
+        config = replace(config, policy_json=dict(spec.policy_options))
     name = resolve_policy(spec.policy)
     policy = create_policy(name, config.policy_config(
         name, round_s=spec.round_s, seed=spec.seed,
