@@ -28,8 +28,9 @@ bench smoke test's run; its figures mean nothing).
 * **AFS** (Sec. 5.2, length-unaware and length-aware rows): AFS-P against Tiresias-L (``las``:
   non-elastic 2D-LAS, the requested gang or nothing) and the length-unaware Themis
   (``themis`` ``lengths = "attained"``), AFS-L against SRTF, ``bench/bench_afs.py``'s runs.
-  Regime: the canonical mix with arrivals spread ×3 (the paper's Philly traces arrive over
-  days; ours within 1.4 h), ablation: the same jobs with the shared trace's arrivals.
+  Regime: the canonical mix with Philly-like heavy-tailed lengths (log-normal, mean 1,
+  σ = 1.5) and arrivals spread ×3 (the paper's Philly traces arrive over days; the shared
+  trace within 1.4 h); ablations: the mix's own lengths, and the shared trace's arrival rate.
 * **Themis** (§6.2): worst ρ against Tiresias (``las``) and Gandiva (``gandiva_fair``) on the
   shared trace; the paper's testbed workloads are not generated here.
 * **Gandiva_fair** (§5.5): trading's gain, ``trading = true`` against ``false`` on the steady
@@ -54,7 +55,11 @@ from scale import THROUGHPUTS, markdown, trace_for
 
 from gpufair import data
 from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
-from gpufair.adapters.simulator.generate import format_trace, generate_trace
+from gpufair.adapters.simulator.generate import (
+    format_trace,
+    generate_heavy_tailed_trace,
+    generate_trace,
+)
 from gpufair.adapters.simulator.throughputs import load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
 from gpufair.core.simulation import SimulationReport, SimulationSpec, simulate
@@ -111,18 +116,17 @@ def shockwave(args: argparse.Namespace, folder: Path) -> list[Claim]:
     sizes = [tuple(int(x) for x in s.split("/")) for s in args.sizes.split(",") if s]
     metrics = [["size", "policy", "makespan s", "avg JCT s", "worst ρ", "worst ρ done",
                 "failed jobs", "mean ρ", "unfair ρ>1.1 %", "sim wall s"]]
-    found: dict[tuple[int, int], dict[str, SimulationReport]] = {}
-    for jobs, gpus in [*sizes, args.shared_size]:
-        if (jobs, gpus) in found:
-            continue
-        trace = trace_for(jobs, gpus, folder, seed=args.seed)
+    found: dict[str, dict[str, SimulationReport]] = {}
+    shared = shared_trace(args, folder)
+    cells = [(f"{j}/{g}", trace_for(j, g, folder, seed=args.seed), g) for j, g in sizes]
+    for label, trace, gpus in [*cells, (shared.name, shared, args.shared_size[1])]:
         reports = {p: run(trace, gpus, p, args.semantics, args.time_limit)
                    for p in SHOCKWAVE_POLICIES}
-        found[(jobs, gpus)] = reports
+        found[label] = reports
         for name, r in reports.items():
             m = r.metrics
             done = "" if not r.partial else f" (partial {m.num_jobs}/{r.trace_jobs})"
-            metrics.append([f"{jobs}/{gpus}", name + done, f"{m.makespan_s:,.0f}",
+            metrics.append([label, name + done, f"{m.makespan_s:,.0f}",
                             f"{m.avg_jct_s:,.0f}", f"{m.worst_rho:.3f}",
                             f"{worst_rho_done(r):.3f}", str(m.failed_jobs),
                             f"{m.mean_rho:.3f}", f"{100 * m.unfair_fraction['1.1']:.1f}",
@@ -132,8 +136,8 @@ def shockwave(args: argparse.Namespace, folder: Path) -> list[Claim]:
           f"{args.seed}\n")
     print(markdown(metrics))
 
-    def cell(size: tuple[int, int], other: str, what: str) -> str:
-        base, rep = found[size]["shockwave"], found[size][other]
+    def cell(label: str, other: str, what: str) -> str:
+        base, rep = found[label]["shockwave"], found[label][other]
         if base.partial or rep.partial:
             return "partial"
         if what == "makespan":
@@ -145,10 +149,9 @@ def shockwave(args: argparse.Namespace, folder: Path) -> list[Claim]:
     label = {"themis": "Themis", "max_min": "Gavel (max_min)"}
     for other in ("themis", "max_min"):
         for what, theirs in zip(("makespan", "worst ρ"), PAPER[other], strict=True):
-            regime = ", ".join(f"{j}/{g}: {cell((j, g), other, what)}" for j, g in sizes)
-            shared = "/".join(map(str, args.shared_size))
+            regime = ", ".join(f"{c}: {cell(c, other, what)}" for c, _, _ in cells)
             claims.append(Claim("Shockwave", f"{what} vs {label[other]}", theirs, regime,
-                                f"{shared}: {cell(args.shared_size, other, what)}",
+                                cell(shared.name, other, what),
                                 "simulator, not the paper's testbed; the artifact's "
                                 "semantics (its failure path sets worst ρ on several traces)"))
     return claims
@@ -209,6 +212,9 @@ def afs(args: argparse.Namespace, folder: Path) -> list[Claim]:
     spread = folder / f"afs_spread_{jobs}_{gpus}.trace"
     spread.write_text(format_trace(generate_trace(
         source, jobs, num_gpus=gpus, seed=args.seed, mean_gap_s=3 * 40.0 * 32 / gpus)))
+    philly = folder / f"afs_philly_{jobs}_{gpus}.trace"
+    philly.write_text(format_trace(generate_heavy_tailed_trace(
+        source, jobs, num_gpus=gpus, seed=args.seed, mean_gap_s=3 * 40.0 * 32 / gpus)))
     same = folder / f"afs_same_{jobs}_{gpus}.trace"
     same.write_text(format_trace(generate_trace(source, jobs, num_gpus=gpus, seed=args.seed)))
     configs = {m: options_file(folder, m, 7200.0) for m in ("afs_l", "afs_p")}
@@ -216,7 +222,8 @@ def afs(args: argparse.Namespace, folder: Path) -> list[Claim]:
                  "themis-unaware": ("themis", {"lengths": "attained"})}
     rows = [["trace", "AFS-L", "AFS-P", *baselines]]
     jct: dict[str, dict[str, float]] = {}
-    for label, trace in (("spread x3", str(spread)), ("gaps x1", str(same)),
+    for label, trace in (("philly-like", str(philly)), ("spread x3", str(spread)),
+                         ("gaps x1", str(same)),
                          ("shared", str(shared_trace(args, folder)))):
         got = {m: afs_run(trace, gpus, "afs", 20.0, configs[m], None) for m in configs}
         got.update({b: afs_run(trace, gpus, p, 20.0, None, None, o)
@@ -225,25 +232,24 @@ def afs(args: argparse.Namespace, folder: Path) -> list[Claim]:
         rows.append([label, *(f"{jct[label][k]:.0f}" for k in ("afs_l", "afs_p", *baselines))])
         print(".", end="", file=sys.stderr, flush=True)
     print(f"\n## AFS: avg JCT (s), elastic traces ({AFS_THROUGHPUTS}), {jobs} jobs / {gpus} V100"
-          f", 20 s resizes; spread x3 / gaps x1: the canonical mix generated with seed "
-          f"{args.seed}, mean gap 3x / 1x 40·32/G s; shared: {shared_trace(args, folder).name}\n")
+          f", 20 s resizes; the canonical mix generated with seed {args.seed}: philly-like "
+          f"(log-normal lengths, sigma 1.5, mean gap 3x 40·32/G s), spread x3 (same gaps, "
+          f"the mix's lengths), gaps x1; shared: {shared_trace(args, folder).name}\n")
     print(markdown(rows))
 
     def r(label: str, base: str, mine: str) -> str:
         return ratio(jct[label][base], jct[label][mine])
 
-    breaks = ("jobs grow only to their request (the paper's to their model's peak); "
-              "arrivals ablation, gaps x1: ")
-    return [
-        Claim("AFS", "AFS-P vs Tiresias-L, avg JCT", "1.9-3.1x", r("spread x3", "tiresias-l",
-              "afs_p"), r("shared", "tiresias-l", "afs_p"),
-              breaks + r("gaps x1", "tiresias-l", "afs_p")),
-        Claim("AFS", "AFS-P vs Themis (length-unaware), avg JCT", "1.2-2.2x",
-              r("spread x3", "themis-unaware", "afs_p"), r("shared", "themis-unaware", "afs_p"),
-              breaks + r("gaps x1", "themis-unaware", "afs_p")),
-        Claim("AFS", "AFS-L vs SRTF, avg JCT", "1.2-2.7x", r("spread x3", "srtf", "afs_l"),
-              r("shared", "srtf", "afs_l"), breaks + r("gaps x1", "srtf", "afs_l")),
-    ]
+    def claim(what: str, theirs: str, base: str, mine: str) -> Claim:
+        return Claim("AFS", what, theirs, r("philly-like", base, mine), r("shared", base, mine),
+                     "jobs grow only to their request (the paper's to their model's peak); "
+                     f"ablations: light tails {r('spread x3', base, mine)}, and arrivals "
+                     f"not spread {r('gaps x1', base, mine)}")
+
+    return [claim("AFS-P vs Tiresias-L, avg JCT", "1.9-3.1x", "tiresias-l", "afs_p"),
+            claim("AFS-P vs Themis (length-unaware), avg JCT", "1.2-2.2x", "themis-unaware",
+                  "afs_p"),
+            claim("AFS-L vs SRTF, avg JCT", "1.2-2.7x", "srtf", "afs_l")]
 
 
 # -- Themis -------------------------------------------------------------------------------------
