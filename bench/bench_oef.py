@@ -156,13 +156,13 @@ def policy_for(variant: str) -> object | None:
 
 
 def run_variant(variant: str, trace: Sequence[TraceJob], throughputs: Throughputs,
-                nodes: Sequence[Node], horizon_s: float | None, limit_s: float
-                ) -> dict[str, Any] | None:
+                nodes: Sequence[Node], horizon_s: float | None, limit_s: float,
+                tenant_of: Callable[[Job], str] = job_type_tenant) -> dict[str, Any] | None:
     policy = policy_for(variant)
     if policy is None:
         return None
     sim = TraceSimulator(trace, throughputs, nodes, CLEAN, ROUND_S)
-    tagged = TenantTagged(sim, job_type_tenant)
+    tagged = TenantTagged(sim, tenant_of)
     rounds = Round(policy)
     wall, cpu = time.perf_counter(), time.process_time()
     if horizon_s is None:
