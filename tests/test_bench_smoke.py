@@ -43,7 +43,7 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     # a real run needs mutmut (the `mutation` extra) and minutes per module: the listing
     # still imports the bench and checks every module's source and tests exist
     "mutation.py": (["--list"], "gpufair/core/guards.py"),
-    "paper_claims.py": (["--sizes", "30/8", "--time-limit", "10"], "makespan ratio"),
+    "paper_claims.py": (["--tiny", "--time-limit", "20"], "| Gandiva_fair | trading gain"),
     "planted_bugs.py": (["cap_ceil"], "1 of 1 caught by unit tests"),
     "scale.py": (["--sizes", "30/8", "--policies", "fifo,las", "--skip-round",
                   "--time-limit", "10"], "| 30 jobs / 8 GPUs |"),

@@ -444,6 +444,9 @@ def test_same_seed_same_plans_over_rounds(name: str, snapshot: str) -> None:
 #: contract on every snapshot and over rounds, like the defaults
 PAPER_BASELINES: dict[str, tuple[str, dict[str, object]]] = {
     "themis lengths=attained": ("themis", {"lengths": "attained"}),
+    "max_min level=tenant stages=1": ("max_min", {"level": "tenant"}),
+    "max_min level=tenant stages=2": ("max_min", {"level": "tenant", "stages": 2}),
+    "max_min stages=2": ("max_min", {"stages": 2}),
 }
 
 
