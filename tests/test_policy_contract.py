@@ -33,6 +33,7 @@ from gpufair.model import (
     NodeState,
     Plan,
     Progress,
+    Reason,
     Tenant,
     ThroughputProfile,
 )
@@ -320,6 +321,27 @@ def assert_contract(state: ClusterState, plan: object, where: str) -> None:
     assert not problems, f"{where}:\n  " + "\n  ".join(problems)
 
 
+def reason_violations(state: ClusterState, plan: Plan, policy: str) -> list[str]:
+    """Every job the policy placed, preempted or left waiting (every active job) has a
+    reason: a code of the policy's own (``policy.what``) and figures that are numbers or
+    short names; no reason for a job that is not there."""
+    reasons = plan.reasons()
+    active = {j.id for j in state.jobs if j.state in ACTIVE}
+    problems = [f"{j}: no reason" for j in sorted(active - set(reasons))]
+    problems += [f"{j}: a reason for a job that is not active" for j in set(reasons) - active]
+    for job_id, reason in reasons.items():
+        if not re.fullmatch(rf"{re.escape(policy)}\.[a-z_]+", reason.code):
+            problems.append(f"{job_id}: code {reason.code!r} is not {policy}.<what>")
+        for key, value in reason.figures.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_\-]*", key) or isinstance(value, bool) or \
+                    not isinstance(value, (int, float, str)) or \
+                    (isinstance(value, str) and len(value) > 200):
+                problems.append(f"{job_id}: figure {key}={value!r}")
+        if not reason.text().startswith(reason.code):
+            problems.append(f"{job_id}: text {reason.text()!r}")
+    return problems
+
+
 def plan_key(plan: Plan) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(sorted((a.job_id, tuple(a.gpu_ids)) for a in plan.assignments))
 
@@ -438,6 +460,48 @@ def test_same_seed_same_plans_over_rounds(name: str, snapshot: str) -> None:
     first = run_rounds(create_policy(name, config()), state, 3)
     second = run_rounds(create_policy(name, config()), state, 3)
     assert [plan_key(p) for p in first] == [plan_key(p) for p in second]
+
+
+@pytest.mark.parametrize("snapshot", SNAPSHOTS)
+@pytest.mark.parametrize("name", POLICIES)
+def test_every_job_gets_a_reason(name: str, snapshot: str) -> None:
+    state = SNAPSHOTS[snapshot]()
+    plan = create_policy(name, config()).schedule(state, state.time_s)
+    problems = reason_violations(state, plan, name)
+    assert not problems, f"{name} on {snapshot}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("snapshot", SEQUENCE_SNAPSHOTS)
+@pytest.mark.parametrize("name", POLICIES)
+def test_reasons_over_rounds_change_no_decision(name: str, snapshot: str) -> None:
+    """Over rounds whose state changes (jobs start, finish, age), every round explains
+    every job, and asking for the reasons changes no later plan (a reason only reads)."""
+    state = SNAPSHOTS[snapshot]()
+    quiet = run_rounds(create_policy(name, config()), state, 3)
+    policy = create_policy(name, config())
+    explained = []
+    for _ in range(3):
+        plan = policy.schedule(state, state.time_s)
+        problems = reason_violations(state, plan, name)
+        assert not problems, f"{name} on {snapshot} at {state.time_s}:\n  " + \
+            "\n  ".join(problems)
+        explained.append(plan)
+        state = advance(state, plan)
+    assert [plan_key(p) for p in explained] == [plan_key(p) for p in quiet]
+
+
+def test_the_reason_checks_catch_missing_and_foreign_reasons() -> None:
+    state = snap_mixed_types()
+    some = next(j.id for j in state.jobs if j.state in ACTIVE)
+    assert reason_violations(state, Plan(), "fifo")             # no reasons at all
+    everyone = {j.id: Reason("fifo.position", {"position": 1})
+                for j in state.jobs if j.state in ACTIVE}
+    assert not reason_violations(state, Plan(explain=lambda: everyone), "fifo")
+    assert reason_violations(state, Plan(explain=lambda: everyone), "las")   # not its code
+    bad = {**everyone, some: Reason("fifo.position", {"x": ["list"]})}  # type: ignore[dict-item]
+    assert reason_violations(state, Plan(explain=lambda: bad), "fifo")
+    extra = {**everyone, "nobody": Reason("fifo.position")}
+    assert reason_violations(state, Plan(explain=lambda: extra), "fifo")
 
 
 # -- options ------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from gpufair.model.records import (
     Preempt,
     PreemptMode,
     Progress,
+    Reason,
     Resize,
     Resume,
     SetPriority,
@@ -29,5 +30,6 @@ from gpufair.model.records import (
 __all__ = [
     "Action", "ActionResult", "Adaptation", "Assignment", "ClusterState", "GpuType", "Job",
     "JobState", "Migrate", "Node", "NodeState", "Plan", "Preempt", "PreemptMode", "Progress",
-    "Resize", "Resume", "SetPriority", "Start", "Tenant", "ThroughputProfile", "gpu_id", "node_of",
+    "Reason", "Resize", "Resume", "SetPriority", "Start", "Tenant", "ThroughputProfile", "gpu_id",
+    "node_of",
 ]

@@ -40,7 +40,7 @@ def live_round(config: Config, *, policy: str | None = None,
     enrichers.append(with_default_profiles)
     name = policy or config.daemon.policy
     return Round(create_policy(name, config.policy_config(name)), config.daemon.rules(),
-                 enrichers=enrichers)
+                 enrichers=enrichers, explain=True)
 
 
 def daemon_profiler(store_path: str) -> Profiler:
