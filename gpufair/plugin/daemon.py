@@ -102,6 +102,9 @@ class Daemon:
         round_id = self.store.begin_round(name, _plan_dict(result.plan), result.actions,
                                           keys=result.keys, reason=result.plan.reason,
                                           dry_run=dry)
+        if result.decisions:   # why each job runs, waits or stops: gpufair explain
+            self.store.record_decisions(round_id, result.decisions,
+                                        {j.id: j.owner_uid for j in result.state.jobs})
         if isinstance(self.policy, StatefulPolicy) and not dry:
             # leases, trackers, RNG: what the policy must remember across a restart
             self.store.save_policy_state(name, self.policy.state_dict())
