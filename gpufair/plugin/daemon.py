@@ -28,6 +28,7 @@ from gpufair.core.history import rho_estimates
 from gpufair.core.round import Round, RoundResult
 from gpufair.model import Action, ClusterState, Plan
 from gpufair.plugin.events import EventListener
+from gpufair.plugin.explain_server import ExplainServer, admins
 from gpufair.plugin.metrics import Metrics
 from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, Store
 from gpufair.plugin.wake import WakeSocket
@@ -52,6 +53,8 @@ class ServiceSettings:
     keep_finished_s: float = 7 * 86400.0   # store: job history kept after the job ended
     keep_rounds_s: float = 30 * 86400.0    # store: rounds, actions, events kept
     prune_every_s: float = 600.0           # how often the store is pruned
+    explain_socket: str | None = None      # where `gpufair explain` asks (None: not served)
+    admin_group: str | None = None         # its readers of every job, besides root/SlurmUser
 
 
 class Daemon:
@@ -70,6 +73,7 @@ class Daemon:
         self.last: RoundResult | None = None
         self.pruned_at = -float("inf")
         self.seen: object = None           # occupancy at the last round (gpufair.core.fill)
+        self.next_round_at: float | None = None   # wall time of the next timer round
 
     @property
     def policy(self) -> Policy:
@@ -276,6 +280,7 @@ class Daemon:
             self.listener = EventListener(self.settings.event_listen, self.settings.event_key)
             log.info("hook events from other hosts on %s:%d", *self.listener.address,
                      extra={"fields": {"event": "listening"}})
+        explainer = self._explain_server(wake.owner[0])
         try:
             self.recover()
             rounds = 0
@@ -290,11 +295,31 @@ class Daemon:
                 ended = time.monotonic()
                 if preemptive:
                     timer = ended + self.settings.round_s
+                    self.next_round_at = time.time() + (timer - time.monotonic())
                 preemptive = self._wait(wake, timer, ended + self.settings.event_min_interval_s)
         finally:
             wake.close()
             if self.listener is not None:
                 self.listener.close()
+            if explainer is not None:
+                explainer.close()
+
+    def _explain_server(self, slurm_user: int) -> ExplainServer | None:
+        """The explain socket, when configured and possible: a daemon that cannot bind it
+        still schedules (explain then says the daemon is unavailable)."""
+        path = self.settings.explain_socket
+        if not path or self.store.path == ":memory:":
+            return None
+        try:
+            uids, gid = admins(self.settings.admin_group, (slurm_user,))
+            server = ExplainServer(path, self.store.path, admin_uids=uids, admin_gid=gid,
+                                   next_round=lambda: self.next_round_at)
+        except (OSError, ValueError) as exc:
+            log.warning("explain socket %s not served: %s", path, exc,
+                        extra={"fields": {"event": "explain_unavailable"}})
+            return None
+        log.info("gpufair explain on %s", path, extra={"fields": {"event": "explain_socket"}})
+        return server
 
     def _wait(self, wake: WakeSocket, timer: float, events_from: float) -> bool:
         """Sleep until the round timer (→ preemptive round) or a change (→ fill-only round).

@@ -63,7 +63,9 @@ def build_daemon(config: Config, adapter: ResourceManager, store: Store, *,
                                event_key=read_key(d.event_key_file) if d.event_key_file
                                else None,
                                keep_finished_s=config.store.keep_finished_s,
-                               keep_rounds_s=config.store.keep_rounds_s)
+                               keep_rounds_s=config.store.keep_rounds_s,
+                               explain_socket=None if dry_run else d.explain_socket,
+                               admin_group=d.admin_group)
     return Daemon(adapter, live_round(config, policy=policy, profiler=profiler), store,
                   settings, metrics or Metrics())
 

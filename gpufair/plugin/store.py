@@ -350,20 +350,9 @@ class Store:
             self._latest = {r[0]: (int(r[1]), (r[2], r[3], r[4])) for r in rows}
         return self._latest
 
-    _DECISION_KEYS = ("from_round", "to_round", "from_s", "to_s", "outcome", "code",
-                      "figures", "by_code", "by_figures", "text", "owner_uid")
-
     def decisions(self, job_id: str) -> list[dict[str, Any]]:
         """The job's story, oldest first (empty: gpufair has not decided on it)."""
-        rows = self.db.execute(f"SELECT {', '.join(self._DECISION_KEYS)} FROM decisions "
-                               "WHERE job_id=? ORDER BY from_round", (job_id,))
-        out = []
-        for r in rows:
-            row = dict(zip(self._DECISION_KEYS, r, strict=True))
-            row["figures"] = json.loads(row["figures"])
-            row["by_figures"] = json.loads(row["by_figures"]) if row["by_figures"] else None
-            out.append(row)
-        return out
+        return read_decisions(self.db, job_id)
 
     # ---- job history ----------------------------------------------------------------------
     _JOB_KEYS = ("job_id", "tenant", "first_seen", "arrival_s", "state", "attained_s",
@@ -445,6 +434,24 @@ class Store:
     def policy_state(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT data FROM policy_state WHERE name=?", (name,)).fetchone()
         return None if row is None else json.loads(row[0])
+
+
+_DECISION_KEYS = ("from_round", "to_round", "from_s", "to_s", "outcome", "code", "figures",
+                  "by_code", "by_figures", "text", "owner_uid")
+
+
+def read_decisions(db: sqlite3.Connection, job_id: str) -> list[dict[str, Any]]:
+    """A job's rows of ``decisions``, oldest first, on any connection to a store (the
+    explain socket's thread reads on a read-only one of its own)."""
+    rows = db.execute(f"SELECT {', '.join(_DECISION_KEYS)} FROM decisions WHERE job_id=? "
+                      "ORDER BY from_round", (job_id,))
+    out = []
+    for r in rows:
+        row = dict(zip(_DECISION_KEYS, r, strict=True))
+        row["figures"] = json.loads(row["figures"])
+        row["by_figures"] = json.loads(row["by_figures"]) if row["by_figures"] else None
+        out.append(row)
+    return out
 
 
 @contextmanager
