@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufair.adapters.base import Effect, ResourceManager, Unavailable
+from gpufair.adapters.base import Effect, ResourceManager, ShowsReasons, Unavailable
+from gpufair.core.explain import Decision
 from gpufair.core.fill import may_fill, occupancy
 from gpufair.core.guards import Deferred, takes_gpus
 from gpufair.core.history import rho_estimates
@@ -74,6 +75,7 @@ class Daemon:
         self.pruned_at = -float("inf")
         self.seen: object = None           # occupancy at the last round (gpufair.core.fill)
         self.next_round_at: float | None = None   # wall time of the next timer round
+        self._shown: dict[str, tuple[tuple[str, str, str | None], str]] = {}  # reason lines
 
     @property
     def policy(self) -> Policy:
@@ -125,6 +127,8 @@ class Daemon:
                                        "key": result.keys[seq]}})
         if result.actions:
             self.apply_round(round_id)
+        if not dry and result.decisions and isinstance(self.adapter, ShowsReasons):
+            self.adapter.show_reasons(self._reason_lines(result.decisions))
         latency = time.perf_counter() - started
         status = "dry-run" if dry else "done"
         if not self.stopping:
@@ -136,6 +140,24 @@ class Daemon:
         log.info("round %d: %d actions in %.3f s", round_id, len(result.actions), latency,
                  extra={"fields": {**fields, "latency_s": round(latency, 4)}})
         return round_id
+
+    def _reason_lines(self, decisions: dict[str, Decision]) -> dict[str, str]:
+        """Each job's line for its resource manager to show: made when the job's decision
+        changes (its outcome, reason code or guard; a start and the run after it are one
+        decision), and the same line, with the time it was made, until then — so the
+        resource manager is asked once per change, not each time a figure moves."""
+        lines: dict[str, tuple[tuple[str, str, str | None], str]] = {}
+        for job_id, d in decisions.items():
+            running = d.outcome in ("start", "fill", "resume", "run")
+            key = ("running" if running else d.outcome, d.reason.code,
+                   d.by.code if d.by else None)
+            shown = self._shown.get(job_id)
+            if shown is not None and shown[0] == key:
+                lines[job_id] = shown
+            else:
+                lines[job_id] = (key, f"gpufair {time.strftime('%H:%M')}: {d.text()}")
+        self._shown = lines
+        return {job_id: line for job_id, (_, line) in lines.items()}
 
     def requeued_by_gpufair(self, job_id: str, run: int, at: float) -> bool:
         """Whether gpufair itself requeued run ``run`` of the job (at ``at``): its journal says

@@ -28,9 +28,11 @@ from gpufair.adapters.slurm.commands import (
 from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.adapters.slurm.token import TokenSource
 from gpufair.adapters.slurm.translate import (
+    REASON_SEP,
     USER_HOLD_MARK,
     SlurmJobInfo,
     SlurmView,
+    admin_marks,
     block_nodes,
     translate,
 )
@@ -93,6 +95,13 @@ class SlurmSettings:
     checkpoint_opt_in: str = setting(
         "gpufair:checkpoint", "jobs whose --comment holds this text get the checkpoint signal"
         " (a job that does not handle it would die of it); empty: every job gets it")
+    reason_comment: bool = setting(True, "hard mode: show each managed job's one-line reason"
+                                   " (gpufair explain) in its AdminComment, after the marks")
+    reason_comment_min_interval_s: float = setting(
+        60.0, "update a job's AdminComment reason at most this often (it changes only when"
+        " the job's outcome, reason code or guard does)", ge=0.0)
+    reason_comment_max_per_round: int = setting(
+        50, "AdminComment updates per round at most (the rest wait for later rounds)", ge=1)
 
     def __post_init__(self) -> None:
         if any(not p for p in self.managed_partitions):
@@ -123,6 +132,8 @@ class SlurmAdapter:
     #: reconcile()'s view when it changed nothing, for the snapshot right after it (monotonic
     #: time it was read): the round then plans on the very state reconcile judged
     _judged: tuple[SlurmView, float] | None = field(default=None, repr=False)
+    #: monotonic time each job's AdminComment reason was last written (the rate limit)
+    _shown_at: dict[str, float] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_settings(cls, settings: SlurmSettings, *, mode: str = "hard") -> SlurmAdapter:
@@ -259,7 +270,8 @@ class SlurmAdapter:
                     log.warning("job %s requeued outside gpufair, not held again: %s",
                                 job.id, result.detail)
             elif info.held and info.description == REQUEUE_HELD and ours is not None \
-                    and f"{OWNER_HOLD_NOTE}{job.restarts}" not in info.admin_comment.split() \
+                    and f"{OWNER_HOLD_NOTE}{job.restarts}" not in \
+                    admin_marks(info.admin_comment).split() \
                     and not ours(job.id, job.restarts - 1, job.arrival_s):
                 marked = self._leave_to_owner(info.control_id, job.restarts) or marked
         rehold = self._rehold_stranded(view)
@@ -311,9 +323,10 @@ class SlurmAdapter:
         admin = str(fresh.get("admin_comment") or "")
         if USER_HOLD_MARK not in comment.split():
             comment = f"{comment} {USER_HOLD_MARK}" if comment.strip() else USER_HOLD_MARK
-        # once per run (reconcile checks it); an earlier run's note goes
-        note = " ".join([w for w in admin.split() if not w.startswith(OWNER_HOLD_NOTE)]
-                        + [f"{OWNER_HOLD_NOTE}{restarts}"])
+        # once per run (reconcile checks it); an earlier run's note goes; a reason stays after
+        marks, reason = admin_marks(admin), admin[len(admin_marks(admin)):]
+        note = " ".join([w for w in marks.split() if not w.startswith(OWNER_HOLD_NOTE)]
+                        + [f"{OWNER_HOLD_NOTE}{restarts}"]) + reason
         result = self.transport.control("update", job_id,
                                         {"Comment": comment, "AdminComment": note})
         if result.ok:
@@ -324,6 +337,47 @@ class SlurmAdapter:
             log.warning("job %s requeued held outside gpufair, not marked as its owner's "
                         "hold: %s", job_id, result.detail)
         return True
+
+    # ---- reasons where users look ---------------------------------------------------------
+    def show_reasons(self, lines: Mapping[str, str]) -> int:
+        """Each managed job's reason in its AdminComment, after job_submit.lua's marks and
+        :data:`REASON_SEP`: users see it in ``squeue -O AdminComment`` and ``scontrol show
+        job``, and cannot change it (Slurm lets only operators set the admin comment, and
+        the marks before the separator are all gpufair reads).
+
+        slurmctld is asked only where the comment does not show the line yet (compared with
+        the round's own view: no extra read), and for each job at most once per
+        ``reason_comment_min_interval_s``; a refused update is logged and tried again at a
+        later round. The daemon hands the same line until the job's decision changes."""
+        view = self.last_view
+        if not (self.settings.reason_comment and self.hard) or view is None:
+            return 0
+        now = time.monotonic()
+        gap = self.settings.reason_comment_min_interval_s
+        live = set(view.jobs)
+        self._shown_at = {j: t for j, t in self._shown_at.items() if j in live}
+        asked = 0
+        for job_id, line in lines.items():
+            info = view.jobs.get(job_id)
+            if info is None or not info.managed:
+                continue
+            wanted = admin_marks(info.admin_comment).rstrip() + REASON_SEP + _one_line(line)
+            last = self._shown_at.get(job_id)
+            if wanted == info.admin_comment or (last is not None and now - last < gap):
+                continue
+            if asked >= self.settings.reason_comment_max_per_round:
+                break
+            self._shown_at[job_id] = now
+            asked += 1
+            try:
+                result = self.transport.control("update", info.control_id,
+                                                {"AdminComment": wanted})
+            except (TransportError, ValueError) as exc:
+                log.warning("job %s: reason not shown: %s", job_id, exc)
+                continue
+            if not result.ok:
+                log.warning("job %s: reason not shown: %s", job_id, result.detail)
+        return asked
 
     # ---- write side -----------------------------------------------------------------------
     def warn_preemptions(self, actions: Sequence[Action]) -> float:
@@ -632,3 +686,14 @@ def stranded(view: SlurmView) -> list[str]:
     longer have the GPUs they ask (taken by jobs gpufair does not schedule or held by running
     jobs), or one of them is down or drained in Slurm (see :func:`starting_places`)."""
     return [job_id for job_id, gpus in starting_places(view).items() if gpus == ()]
+
+
+#: The longest reason an AdminComment gets (Slurm keeps more; squeue columns do not).
+REASON_MAX = 200
+
+
+def _one_line(text: str) -> str:
+    """One printable line without the separator: job and tenant names are users' words."""
+    clean = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    clean = clean.replace(REASON_SEP.strip(), "/")
+    return clean if len(clean) <= REASON_MAX else clean[:REASON_MAX - 1] + "…"
