@@ -44,6 +44,7 @@ class ServiceSettings:
 
     round_s: float = 120.0
     dry_run: bool = False              # journal as skipped; never persist policy state
+    shadow: bool = False               # a dry run that records what the RM itself did
     action_interval_s: float = 0.0     # pause between actions: spreads load on slurmctld
     hook_dir: str = "/var/spool/gpufair"
     event_min_interval_s: float = 5.0  # hook events: at most one fill-only round per this
@@ -108,6 +109,8 @@ class Daemon:
         round_id = self.store.begin_round(name, _plan_dict(result.plan), result.actions,
                                           keys=result.keys, reason=result.plan.reason,
                                           dry_run=dry)
+        if self.settings.shadow:   # what the resource manager did, beside the plan
+            self.store.record_shadow(round_id, raw)
         if result.decisions:   # why each job runs, waits or stops: gpufair explain
             self.store.record_decisions(round_id, result.decisions,
                                         {j.id: j.owner_uid for j in result.state.jobs})

@@ -33,6 +33,7 @@ from gpufair.core.explain import Decision
 from gpufair.errors import InputError, RefusedToStart
 from gpufair.model import (
     Action,
+    ClusterState,
     Migrate,
     Preempt,
     PreemptMode,
@@ -99,6 +100,18 @@ CREATE TABLE IF NOT EXISTS decisions (
   figures TEXT NOT NULL, by_code TEXT, by_figures TEXT, text TEXT NOT NULL,
   owner_uid INTEGER, PRIMARY KEY (job_id, from_round))""")
     db.execute("CREATE INDEX IF NOT EXISTS decisions_to_s ON decisions(to_s)")
+    # a shadow run's record of what the resource manager itself did, beside each round's
+    # plan (rounds.plan) and would-be actions (actions): every active job as it was seen,
+    # and the usable GPUs per type (gpufair shadow-report)
+    db.execute("""
+CREATE TABLE IF NOT EXISTS shadow_jobs (
+  round_id INTEGER NOT NULL, t_s REAL NOT NULL, job_id TEXT NOT NULL, tenant TEXT NOT NULL,
+  state TEXT NOT NULL, gpus INTEGER NOT NULL, held INTEGER NOT NULL, arrival_s REAL,
+  start_s REAL, PRIMARY KEY (round_id, job_id))""")
+    db.execute("""
+CREATE TABLE IF NOT EXISTS shadow_gpus (
+  round_id INTEGER NOT NULL, t_s REAL NOT NULL, gpu_type TEXT NOT NULL, total INTEGER NOT NULL,
+  PRIMARY KEY (round_id, gpu_type))""")
 
 
 #: MIGRATIONS[n] takes a store from version n - 1 to n, inside the caller's transaction.
@@ -354,6 +367,38 @@ class Store:
         """The job's story, oldest first (empty: gpufair has not decided on it)."""
         return read_decisions(self.db, job_id)
 
+    # ---- shadow runs (gpufair serve --shadow) ---------------------------------------------
+    def record_shadow(self, round_id: int, state: ClusterState) -> None:
+        """What the resource manager itself did at this round: each active job's state and
+        the GPUs it holds, and the usable GPUs per type (the snapshot before enrichment)."""
+        t = state.time_s
+        with self.tx() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO shadow_jobs(round_id, t_s, job_id, tenant, state, gpus,"
+                " held, arrival_s, start_s) VALUES (?,?,?,?,?,?,?,?,?)",
+                [(round_id, t, j.id, j.tenant, j.state.value, j.gpus, len(j.gpus_held),
+                  j.arrival_s, j.start_s) for j in state.active_jobs()])
+            db.executemany("INSERT OR REPLACE INTO shadow_gpus(round_id, t_s, gpu_type, total)"
+                           " VALUES (?,?,?,?)",
+                           [(round_id, t, g, state.gpu_count(g))
+                            for g in state.gpu_type_names()])
+
+    def shadow_rows(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(jobs, gpus) rows of every shadow round, in round order."""
+        keys = ("round_id", "t_s", "job_id", "tenant", "state", "gpus", "held", "arrival_s",
+                "start_s")
+        jobs = [dict(zip(keys, r, strict=True)) for r in self.db.execute(
+            f"SELECT {', '.join(keys)} FROM shadow_jobs ORDER BY round_id, rowid")]
+        gpus = [dict(zip(("round_id", "t_s", "gpu_type", "total"), r, strict=True))
+                for r in self.db.execute("SELECT round_id, t_s, gpu_type, total FROM "
+                                         "shadow_gpus ORDER BY round_id, gpu_type")]
+        return jobs, gpus
+
+    def plans(self) -> dict[int, dict[str, Any]]:
+        """Each round's plan as journalled (round id → {"assignments", "priorities", ...})."""
+        return {int(r[0]): json.loads(r[1]) for r in
+                self.db.execute("SELECT id, plan FROM rounds ORDER BY id")}
+
     # ---- job history ----------------------------------------------------------------------
     _JOB_KEYS = ("job_id", "tenant", "first_seen", "arrival_s", "state", "attained_s",
                  "waiting_s", "restarts", "last_seen", "finished_at", "exit_code")
@@ -387,6 +432,8 @@ class Store:
             rounds = db.execute(f"DELETE FROM rounds WHERE id IN ({old})", cutoff).rowcount
             db.execute("DELETE FROM events WHERE ts < ?", cutoff)
             db.execute("DELETE FROM decisions WHERE to_s < ?", cutoff)
+            for table in ("shadow_jobs", "shadow_gpus"):   # with their rounds
+                db.execute(f"DELETE FROM {table} WHERE round_id NOT IN (SELECT id FROM rounds)")
         self._latest = None
         return jobs, rounds
 
