@@ -14,7 +14,9 @@ round saw it (the last round opens no interval):
 - **jobs gpufair would have started earlier**: a job the plan placed at a round where the
   resource manager still had it waiting, by ``start - t`` (its start as the resource manager
   reported it, or the period's end for a job that never started: a lower bound).
-- **preemptions gpufair would have made**: its would-be preemptions, moves and resizes.
+- **preemptions gpufair would have made**: its would-be preemptions, moves and resizes, each
+  counted once (by its action key: one run of one job), though its plan asks for it again
+  every round the resource manager does not make it; ``actions.csv`` lists every round's.
 """
 
 from __future__ import annotations
@@ -47,9 +49,13 @@ class ShadowFigures:
     actions: list[dict[str, Any]] = field(default_factory=list)      # actions.csv rows
     cluster: list[dict[str, Any]] = field(default_factory=list)      # cluster.csv rows
 
+    #: the would-be preemptions, moves and resizes, each once: a plan asks again every round
+    #: for a stop the resource manager never made (the same action key: the same job's run)
+    stops: set[str] = field(default_factory=set)
+
     @property
     def preemptions(self) -> int:
-        return sum(a["action"] in STOPS for a in self.actions)
+        return len(self.stops)
 
     def metrics(self) -> dict[str, dict[str, float]]:
         """Per run: what the resource manager did (``slurm``), what gpufair would have."""
@@ -167,6 +173,8 @@ def _actions(out: ShadowFigures, store: Store, rounds: set[int],
         if entry.round_id not in rounds:
             continue
         action = entry.action
+        if type(action).__name__ in STOPS:
+            out.stops.add(entry.key or f"{entry.round_id}:{entry.seq}")
         gpus = tuple(getattr(action, "gpu_ids", ()))
         nodes = sorted({g.rsplit(":", 1)[0] for g in gpus})
         out.actions.append({"t_s": times[entry.round_id] - out.t0, "job_id": action.job_id,
