@@ -80,3 +80,21 @@ def test_a_round_that_does_not_explain_never_asks_the_policy():
     assert result.decisions == {} and calls == []
     Round(FixedPlan(plan(calls)), RoundRules(), explain=True).run(state())
     assert calls == [1]
+
+
+def test_a_dry_run_shows_the_policy_reason_of_every_job(capsys):
+    """The dry run is the daemon's round: its JSON gives each job the policy's reason (real
+    squeue/sinfo output, tests/data/slurm)."""
+    import json
+    from pathlib import Path
+
+    from gpufair.cli.main import main
+    data = Path(__file__).parent / "data" / "slurm"
+    assert main(["dry-run", "--squeue", str(data / "squeue.json"), "--sinfo",
+                 str(data / "sinfo.json"), "--policy", "las", "--json"]) == 0
+    jobs = {j["job_id"]: j for j in json.loads(capsys.readouterr().out)["jobs"]}
+    assert jobs["1"]["reason"] == "las.position: position 1, of 3, queue 0, attained gpu s 6," \
+        " next queue at gpu s 3600"
+    assert jobs["3"]["reason"].startswith("las.position: position 3, of 3, queue 0, ")
+    # jobs Slurm schedules itself (not gpufair's): no policy reason, as no policy decided
+    assert [jobs[j]["reason"] for j in ("4", "5")] == ["", ""]
