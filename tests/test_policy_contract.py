@@ -586,3 +586,52 @@ def test_wrong_option_type_is_rejected(name: str) -> None:
         else:
             failures.append(f"{key}={value!r}: accepted")
     assert not failures, f"{name} ({cls.__name__}):\n  " + "\n  ".join(failures)
+
+
+#: reason codes that say "this job runs", for the policies whose reason decides it
+RUNS = {"themis": {"themis.lease", "themis.won_auction", "themis.leftover"},
+        "gandiva_fair": {"gandiva_fair.stride_selected"},
+        "oef": {"oef.in_share", "oef.backfilled"}}
+
+
+@pytest.mark.parametrize("snapshot", SEQUENCE_SNAPSHOTS)
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_reason_that_says_the_job_runs_agrees_with_the_plan(name: str, snapshot: str) -> None:
+    """The reason is the policy's own account of its plan, round after round: a job it says
+    won, kept its lease, was selected or is in its share is exactly a job the plan places."""
+    state = SNAPSHOTS[snapshot]()
+    policy = create_policy(name, config())
+    for _ in range(3):
+        plan = policy.schedule(state, state.time_s)
+        placed = set(plan.by_job())
+        said = {j for j, r in plan.reasons().items() if r.code in RUNS[name]}
+        assert said == placed, f"{name} on {snapshot} at {state.time_s}"
+        state = advance(state, plan)
+
+
+@pytest.mark.parametrize("snapshot", SEQUENCE_SNAPSHOTS)
+def test_reason_figures_keep_their_own_bounds(snapshot: str) -> None:
+    """Figures mean what they say: an LP share is a time fraction (≤ 1 over the types), a
+    job planned for more rounds than the window has left would be a lie, a LAS queue is the
+    one its attained service falls in, tickets are the tenant's weight."""
+    state = SNAPSHOTS[snapshot]()
+    weights = {t.name: t.weight for t in state.tenants}
+    for name in ("max_min", "max_sum_throughput", "min_total_duration"):
+        for reason in create_policy(name, config()).schedule(state, state.time_s) \
+                .reasons().values():
+            shares = [v for k, v in reason.figures.items() if k.startswith("share_")]
+            assert sum(shares) <= 1 + 1e-6, (name, reason)
+    for reason in create_policy("shockwave", config()).schedule(state, state.time_s) \
+            .reasons().values():
+        if reason.code != "shockwave.unplannable":
+            assert 0 <= reason.figures["planned_rounds_left"] <= \
+                reason.figures["window_rounds_left"], reason
+    las = create_policy("las", config(queue_thresholds_gpu_s=[100.0, 1000.0]))
+    jobs = {j.id: j for j in state.jobs}
+    for job_id, reason in las.schedule(state, state.time_s).reasons().items():
+        attained = jobs[job_id].attained_s * jobs[job_id].gpus
+        assert reason.figures["queue"] == sum(attained >= t for t in (100.0, 1000.0))
+    gandiva = create_policy("gandiva_fair", config())
+    for job_id, reason in gandiva.schedule(state, state.time_s).reasons().items():
+        if "tickets" in reason.figures:
+            assert reason.figures["tickets"] == weights.get(jobs[job_id].tenant, 1.0)
