@@ -35,6 +35,8 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "bench_simulation.py": (["--quick"], "avg JCT s"),
     "bench_themis.py": (["--reps", "1", "--mix", "insensitive"], "knapsack"),
     "bench_yarn.py": (["--apps", "4"], "snapshot wall s"),
+    "explain_cost.py": (["--jobs", "30", "--cluster", "v100:8", "--policies", "fifo"],
+                        "| fifo | 30 |"),
     "highs_objective_scale.py": (["--sizes", "460/128", "--time-limit", "3", "--scales",
                                   "0,4"], "| 460/128 |"),
     # a real run needs mutmut (the `mutation` extra) and minutes per module: the listing
