@@ -82,7 +82,8 @@ class Cluster:
 def write_config(path: Path, cluster: Cluster, store: Path, **daemon: Any) -> Path:
     lines = ["[daemon]"]
     settings = {"round_s": 2, "max_preempt_share": 1.0, "hook_dir": str(cluster.hook_dir),
-                "metrics_port": 0, **daemon}
+                "metrics_port": 0, "explain_socket": str(store.parent / "explain.sock"),
+                **daemon}
     lines += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
     lines += ["[policies.las]", "queue_thresholds_gpu_s = [40]",
               "[slurm]", 'managed_partitions = ["gpu"]',
