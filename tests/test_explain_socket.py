@@ -124,3 +124,11 @@ def test_a_client_that_sends_nothing_does_not_stop_the_others(reachable):
         silent.close()
     finally:
         explain.close()
+
+
+def test_the_story_prints_no_terminal_escapes():
+    from gpufair.cli.explain import render
+    row = {"from_round": 1, "to_round": 1, "from_s": 0.0, "to_s": 0.0,
+           "text": "waiting — themis.lost_auction: winners \x1b]2;owned\x07app"}
+    out = render({"job": "7", "decisions": [row], "next_round_at": None})
+    assert "\x1b" not in out and "\x07" not in out and "winners ?]2;owned?app" in out

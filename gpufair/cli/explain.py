@@ -62,6 +62,11 @@ def run_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _printable(text: str) -> str:
+    """Job, app and tenant names in a reason are users' words: no terminal escapes."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
@@ -74,7 +79,7 @@ def render(reply: dict[str, Any]) -> str:
                   else f"rounds {row['from_round']}-{row['to_round']}")
         span = _when(row["from_s"]) if row["from_s"] == row["to_s"] else \
             f"{_when(row['from_s'])} to {_when(row['to_s'])}"
-        lines.append(f"  {rounds:<16} {span}: {row['text']}")
+        lines.append(f"  {rounds:<16} {span}: {_printable(row['text'])}")
     next_at = reply.get("next_round_at")
     if next_at is not None:
         lines.append(f"next round: {_when(next_at)}")
