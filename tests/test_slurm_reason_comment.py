@@ -105,3 +105,20 @@ def test_the_line_is_one_printable_line_without_the_separator(tmp_path):
     assert shown.count(" | ") == 1 and shown.isprintable()
     assert shown.startswith("gpufair:managed | waiting — app a / b ")
     assert len(shown) == len("gpufair:managed | ") + 200 and shown.endswith("…")
+
+
+def test_a_pending_array_record_is_left_whole(tmp_path):
+    """Tasks 8-9 still in their array's record: updating task 8 would split it out (as only
+    its start should), so it gets no comment; a task of its own does."""
+    slurm = FakeSlurm({"v1": ("v100", 4), "v2": ("v100", 4)})
+    slurm.submit("7", 4)
+    slurm.jobs["7"].update(array_job_id=7, array_task_id=None, array_task_string="8-9")
+    slurm.submit("12", 4)
+    slurm.jobs["12"].update(array_job_id=7, array_task_id=5)
+    adapter = SlurmAdapter(slurm, SlurmSettings(), clock=lambda: slurm.clock)
+    view = adapter.view()
+    assert set(view.jobs) == {"7_8", "12"} and view.jobs["7_8"].record == "7"
+    assert adapter.show_reasons({"7_8": "waiting", "12": "waiting"}) == 1
+    # the split-out task by its Slurm name; nothing to the array's record
+    assert slurm.verbs[("update", "7_5")] == 1
+    assert not {j for (verb, j) in slurm.verbs if verb == "update"} & {"7", "7_8"}

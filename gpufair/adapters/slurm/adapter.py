@@ -359,7 +359,9 @@ class SlurmAdapter:
         asked = 0
         for job_id, line in lines.items():
             info = view.jobs.get(job_id)
-            if info is None or not info.managed:
+            if info is None or not info.managed or info.record:
+                # (a pending array task still in its array's record: an update of the task
+                # would split it out of the record, which only its start should do)
                 continue
             wanted = admin_marks(info.admin_comment).rstrip() + REASON_SEP + _one_line(line)
             last = self._shown_at.get(job_id)
