@@ -53,7 +53,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     dry.add_argument("--seed", type=seed, help="override [daemon] seed")
     dry.add_argument("--store", help="start from (a copy of) the daemon's state store")
     dry.add_argument("--json", action="store_true",
-                     help="one JSON object: the decisions, actions and held-back actions")
+                     help="one JSON object: the decisions (with the policy's reason for each"
+                     " job), actions and held-back actions")
     dry.add_argument("--out", metavar="DIR", help="also write the results directory DIR "
                      "(docs/FORMATS.md section 9): each node's GPUs and their jobs before and "
                      "after the actions, each action with its reason; for `gpufair report`")
@@ -71,6 +72,8 @@ class Decision:
     decision: str
     planned_on: str
     why: str
+    #: the policy's own reason for the job (code and figures: docs/explain.md), "" if none
+    reason: str = ""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -255,9 +258,11 @@ def explain(result: RoundResult, recorded: list[Action], daemon: Daemon) -> list
         else:
             decision = "keep running" if job.state is JobState.RUNNING else "wait"
             why = f"{order}; asks {job.gpus} GPUs, {free_after} free after the plan"
+        told = result.decisions.get(job.id)
         rows.append(Decision(job.id, job.tenant, job.state.value, job.gpus,
                              _nodes(job.gpus_held), decision,
-                             _nodes(assignment.gpu_ids) if assignment else "", why))
+                             _nodes(assignment.gpu_ids) if assignment else "", why,
+                             told.reason.text() if told is not None else ""))
     return rows
 
 

@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufair.adapters.base import Effect, ResourceManager, Unavailable
+from gpufair.adapters.base import Effect, ResourceManager, ShowsReasons, Unavailable
+from gpufair.core.explain import Decision
 from gpufair.core.fill import may_fill, occupancy
 from gpufair.core.guards import Deferred, takes_gpus
 from gpufair.core.history import rho_estimates
 from gpufair.core.round import Round, RoundResult
 from gpufair.model import ClusterState, Plan, Preempt, Start
 from gpufair.plugin.events import EventListener
+from gpufair.plugin.explain_server import ExplainServer, admins
 from gpufair.plugin.metrics import Metrics
 from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, JournalEntry, Store
 from gpufair.plugin.wake import WakeSocket
@@ -46,6 +48,7 @@ class ServiceSettings:
 
     round_s: float = 120.0
     dry_run: bool = False              # journal as skipped; never persist policy state
+    shadow: bool = False               # a dry run that records what the RM itself did
     action_interval_s: float = 0.0     # pause between actions: spreads load on slurmctld
     hook_dir: str = "/var/spool/gpufair"
     event_min_interval_s: float = 5.0  # hook events: at most one fill-only round per this
@@ -56,6 +59,8 @@ class ServiceSettings:
     keep_finished_s: float = 7 * 86400.0   # store: job history kept after the job ended
     keep_rounds_s: float = 30 * 86400.0    # store: rounds, actions, events kept
     prune_every_s: float = 600.0           # how often the store is pruned
+    explain_socket: str | None = None      # where `gpufair explain` asks (None: not served)
+    admin_group: str | None = None         # its readers of every job, besides root/SlurmUser
 
 
 class Daemon:
@@ -76,6 +81,8 @@ class Daemon:
         self.seen: object = None           # occupancy at the last round (gpufair.core.fill)
         #: the resource manager's words in logs and explanations (apps on YARN)
         self.words: Words = words_for(getattr(adapter, "name", None))
+        self.next_round_at: float | None = None   # wall time of the next timer round
+        self._shown: dict[str, tuple[tuple[str, str, str | None], str]] = {}  # reason lines
 
     @property
     def policy(self) -> Policy:
@@ -108,6 +115,11 @@ class Daemon:
         round_id = self.store.begin_round(name, _plan_dict(result.plan), result.actions,
                                           keys=result.keys, reason=result.plan.reason,
                                           dry_run=dry)
+        if self.settings.shadow:   # what the resource manager did, beside the plan
+            self.store.record_shadow(round_id, raw)
+        if result.decisions:   # why each job runs, waits or stops: gpufair explain
+            self.store.record_decisions(round_id, result.decisions,
+                                        {j.id: j.owner_uid for j in result.state.jobs})
         if isinstance(self.policy, StatefulPolicy) and not dry:
             # leases, trackers, RNG: what the policy must remember across a restart
             self.store.save_policy_state(name, self.policy.state_dict())
@@ -124,6 +136,8 @@ class Daemon:
                                        "key": result.keys[seq]}})
         if result.actions:
             self.apply_round(round_id)
+        if not dry and result.decisions and isinstance(self.adapter, ShowsReasons):
+            self.adapter.show_reasons(self._reason_lines(result.decisions))
         latency = time.perf_counter() - started
         status = "dry-run" if dry else "done"
         if not self.stopping:
@@ -135,6 +149,24 @@ class Daemon:
         log.info("round %d: %d actions in %.3f s", round_id, len(result.actions), latency,
                  extra={"fields": {**fields, "latency_s": round(latency, 4)}})
         return round_id
+
+    def _reason_lines(self, decisions: dict[str, Decision]) -> dict[str, str]:
+        """Each job's line for its resource manager to show: made when the job's decision
+        changes (its outcome, reason code or guard; a start and the run after it are one
+        decision), and the same line, with the time it was made, until then — so the
+        resource manager is asked once per change, not each time a figure moves."""
+        lines: dict[str, tuple[tuple[str, str, str | None], str]] = {}
+        for job_id, d in decisions.items():
+            running = d.outcome in ("start", "fill", "resume", "run")
+            key = ("running" if running else d.outcome, d.reason.code,
+                   d.by.code if d.by else None)
+            shown = self._shown.get(job_id)
+            if shown is not None and shown[0] == key:
+                lines[job_id] = shown
+            else:
+                lines[job_id] = (key, f"gpufair {time.strftime('%H:%M')}: {d.text()}")
+        self._shown = lines
+        return {job_id: line for job_id, (_, line) in lines.items()}
 
     def requeued_by_gpufair(self, job_id: str, run: int, at: float) -> bool:
         """Whether gpufair itself requeued run ``run`` of the job (at ``at``): its journal says
@@ -300,6 +332,7 @@ class Daemon:
             self.listener = EventListener(self.settings.event_listen, self.settings.event_key)
             log.info("hook events from other hosts on %s:%d", *self.listener.address,
                      extra={"fields": {"event": "listening"}})
+        explainer = self._explain_server(wake.owner[0])
         try:
             self.recover()
             rounds = 0
@@ -314,11 +347,31 @@ class Daemon:
                 ended = time.monotonic()
                 if preemptive:
                     timer = ended + self.settings.round_s
+                    self.next_round_at = time.time() + (timer - time.monotonic())
                 preemptive = self._wait(wake, timer, ended + self.settings.event_min_interval_s)
         finally:
             wake.close()
             if self.listener is not None:
                 self.listener.close()
+            if explainer is not None:
+                explainer.close()
+
+    def _explain_server(self, slurm_user: int) -> ExplainServer | None:
+        """The explain socket, when configured and possible: a daemon that cannot bind it
+        still schedules (explain then says the daemon is unavailable)."""
+        path = self.settings.explain_socket
+        if not path or self.store.path == ":memory:":
+            return None
+        try:
+            uids, gid = admins(self.settings.admin_group, (slurm_user,))
+            server = ExplainServer(path, self.store.path, admin_uids=uids, admin_gid=gid,
+                                   next_round=lambda: self.next_round_at)
+        except (OSError, ValueError) as exc:
+            log.warning("explain socket %s not served: %s", path, exc,
+                        extra={"fields": {"event": "explain_unavailable"}})
+            return None
+        log.info("gpufair explain on %s", path, extra={"fields": {"event": "explain_socket"}})
+        return server
 
     def _wait(self, wake: WakeSocket, timer: float, events_from: float) -> bool:
         """Sleep until the round timer (→ preemptive round) or a change (→ fill-only round).

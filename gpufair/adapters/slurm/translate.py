@@ -63,6 +63,17 @@ JOB_STATES: dict[str, JobState | None] = {
 }
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job requeued in held state"})
 MANAGED_MARK = "gpufair:managed"
+#: Where gpufair's one-line reason starts in a managed job's admin comment (docs/explain.md):
+#: ``gpufair:managed [nodelist=...] [gpufair:ownerhold=N] | gpufair 12:02: waiting — ...``.
+#: Only the words before it are marks; the reason after it is never read as one.
+REASON_SEP = " | "
+
+
+def admin_marks(admin_comment: str) -> str:
+    """The marks part of an admin comment: what job_submit.lua and gpufair's notes wrote,
+    without the reason shown after :data:`REASON_SEP` (whose words come from job and tenant
+    names, and so must never pass for a mark)."""
+    return admin_comment.split(REASON_SEP, 1)[0]
 #: The owner's own hold of a managed job (``sbatch --hold``, ``scontrol hold``), a word of the
 #: job's comment that job_submit.lua keeps (the admin comment cannot hold it: Slurm refuses a
 #: user's update that changes it, even when the lua does). The owner's ``scontrol release``
@@ -631,7 +642,7 @@ def _on_hold(raw_state: str, reason: str, priority: float | None) -> bool:
 
 def _managed(raw: Mapping[str, Any]) -> bool:
     """Marked by job_submit.lua as gpufair's to start (users cannot change the mark)."""
-    return MANAGED_MARK in _text(raw, "admin_comment")
+    return MANAGED_MARK in admin_marks(_text(raw, "admin_comment"))
 
 
 def _elastic(job: Job, raw: Mapping[str, Any], problems: list[str], where: str) -> Job:
@@ -878,7 +889,7 @@ def dependency_never_met(text: str, states: Mapping[str, str]) -> str | None:
 def _user_nodelist(raw: Mapping[str, Any]) -> tuple[str, ...]:
     """The user's own --nodelist, as job_submit.lua recorded it at submission (gpufair itself
     rewrites the job's required nodes when it pins it, so those are not the user's)."""
-    for word in _text(raw, "admin_comment").split():
+    for word in admin_marks(_text(raw, "admin_comment")).split():
         if word.startswith("nodelist="):
             return tuple(expand_hostlist(word.removeprefix("nodelist=")))
     return ()
