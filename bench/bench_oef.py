@@ -29,6 +29,7 @@ import argparse
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from scipy.optimize import linprog
@@ -67,11 +68,14 @@ MSR_TRACE = str(MSR_TRACES / "e13805.trace")
 REFERENCE = "k80"
 VARIANTS: dict[str, tuple[str, dict]] = {
     "max_min": ("max_min", {}),
+    "gavel tenant 1-stage": ("max_min", {"level": "tenant"}),
+    "gavel tenant 2-stage": ("max_min", {"level": "tenant", "stages": 2}),
     "oef coop": ("oef", {"mode": "cooperative"}),
     "oef non-coop": ("oef", {"mode": "non_cooperative"}),
     "oef coop capped": ("oef", {"mode": "cooperative", "demand_cap": True}),
     "oef coop fifo-in-tenant": ("oef", {"mode": "cooperative", "job_order": "arrival"}),
     "gandiva_fair": ("gandiva_fair", {}),
+    "gandiva_fair no trading": ("gandiva_fair", {"trading": False}),
 }
 
 
@@ -152,13 +156,13 @@ def policy_for(variant: str) -> object | None:
 
 
 def run_variant(variant: str, trace: Sequence[TraceJob], throughputs: Throughputs,
-                nodes: Sequence[Node], horizon_s: float | None, limit_s: float
-                ) -> dict[str, float] | None:
+                nodes: Sequence[Node], horizon_s: float | None, limit_s: float,
+                tenant_of: Callable[[Job], str] = job_type_tenant) -> dict[str, Any] | None:
     policy = policy_for(variant)
     if policy is None:
         return None
     sim = TraceSimulator(trace, throughputs, nodes, CLEAN, ROUND_S)
-    tagged = TenantTagged(sim, job_type_tenant)
+    tagged = TenantTagged(sim, tenant_of)
     rounds = Round(policy)
     wall, cpu = time.perf_counter(), time.process_time()
     if horizon_s is None:
@@ -171,6 +175,7 @@ def run_variant(variant: str, trace: Sequence[TraceJob], throughputs: Throughput
             tagged.advance()
         done = True
     out = tagged.ledger.summary()
+    out["per_tenant"] = dict(tagged.ledger.got)   # each tenant's normalized work, for ratios
     view = getattr(policy, "view", None)
     if view is not None and len(view.tenants):   # OEF's own Σ W·x of the last round
         out["estimate"] = float(sum(np.dot(v.speedups, x)
@@ -245,15 +250,17 @@ def steady_trace(throughputs: Throughputs, tenants: int, per_tenant: int, seed: 
 
 def part_steady(args: argparse.Namespace) -> None:
     throughputs = load_throughputs(data.path("gavel_simulator_throughputs.json"))
-    trace = steady_trace(throughputs, 20, 3, seed=1)
+    trace = steady_trace(throughputs, 20, args.per_tenant, seed=1)
     nodes = parse_cluster_spec(args.cluster, "4")
     results = {}
     for variant in VARIANTS:
-        r = run_variant(variant, trace, throughputs, nodes, 12 * 3600.0, args.time_limit)
+        r = run_variant(variant, trace, throughputs, nodes, args.hours * 3600.0,
+                        args.time_limit)
         if r is not None:
             results[variant] = r
-    print(f"\n## Steady contention: 20 tenants x 3 one-GPU jobs of one type, {args.cluster}, "
-          f"12 h of {ROUND_S:g} s rounds\n")
+    print(f"\n## Steady contention: 20 tenants x {args.per_tenant} one-GPU jobs of one type, "
+          f"{args.cluster}, "
+          f"{args.hours:g} h of {ROUND_S:g} s rounds\n")
     print(table(results, steady=True))
     print(f"\nno-fairness bound (each GPU to the job that gains most, eq. 4 with one GPU per "
           f"job): {efficiency_bound(trace, throughputs, nodes):.2f}")
@@ -404,6 +411,10 @@ def main() -> None:
     parser.add_argument("--cluster", default="v100:8,p100:8,k80:8")
     parser.add_argument("--time-limit", type=float, default=900.0,
                         help="wall seconds per simulated policy (then partial)")
+    parser.add_argument("--hours", type=float, default=12.0,
+                        help="simulated hours of the steady part")
+    parser.add_argument("--per-tenant", type=int, default=3,
+                        help="jobs per tenant in the steady part")
     parser.add_argument("--max-coop-tenants", type=int, default=500,
                         help="skip cooperative LPs above this many tenants (n(n-1) envy rows)")
     args = parser.parse_args()

@@ -61,7 +61,9 @@ class FakeSlurm:
         job = self.jobs.get(job_id)
         if job is None:
             return CommandResult(False, "Invalid job id specified")
-        if verb == "update":
+        if verb == "update" and set(fields or {}) == {"AdminComment"}:   # a reason shown
+            job["admin_comment"] = (fields or {})["AdminComment"]
+        elif verb == "update":
             job["pinned"] = expand_hostlist((fields or {}).get("NodeList", job.get("pinned", "")))
             job["required_nodes"] = ",".join(job["pinned"])
         elif verb == "release":

@@ -35,15 +35,17 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "bench_simulation.py": (["--quick"], "avg JCT s"),
     "bench_themis.py": (["--reps", "1", "--mix", "insensitive"], "knapsack"),
     "bench_yarn.py": (["--apps", "4"], "snapshot wall s"),
+    "explain_cost.py": (["--jobs", "30", "--cluster", "v100:8", "--policies", "fifo"],
+                        "| fifo | 30 |"),
+    "host_room.py": (["--jobs", "30", "--spec", "v100:16,k80:16", "--repeat", "1"], "| fifo |"),
     # the relaxations come from a Shockwave run bounded in wall seconds: enough for one
     # above Gurobi's size limit even on a loaded machine (3 s was not, at load 14)
-    "host_room.py": (["--jobs", "30", "--spec", "v100:16,k80:16", "--repeat", "1"], "| fifo |"),
     "highs_objective_scale.py": (["--sizes", "460/128", "--time-limit", "20", "--scales",
                                   "0,4"], "| 460/128 |"),
     # a real run needs mutmut (the `mutation` extra) and minutes per module: the listing
     # still imports the bench and checks every module's source and tests exist
     "mutation.py": (["--list"], "gpufair/core/guards.py"),
-    "paper_claims.py": (["--sizes", "30/8", "--time-limit", "10"], "makespan ratio"),
+    "paper_claims.py": (["--tiny", "--time-limit", "20"], "| Gandiva_fair | trading gain"),
     "planted_bugs.py": (["cap_ceil"], "1 of 1 caught by unit tests"),
     "scale.py": (["--sizes", "30/8", "--policies", "fifo,las", "--skip-round",
                   "--time-limit", "10"], "| 30 jobs / 8 GPUs |"),

@@ -19,6 +19,7 @@ FLOOR = {"errors": 0, "settings": 0, "model": 0, "metrics": 1, "tenant_metrics":
          "results": 3,    # results directories (pandas): above core/, never under plugin/
          "report": 3,     # HTML reports of results directories (jinja2, matplotlib)
          "sweep": 3,      # grids of simulations, local or as a Slurm job array (results/)
+         "shadow": 3,     # a shadow run's figures from the store, as a results directory
          "__main__": 5}   # python -m gpufair
 #: siblings on one floor that must not know each other
 APART = {("adapters", "policy"), ("policy", "adapters"), ("adapters", "profiler"),
@@ -26,7 +27,7 @@ APART = {("adapters", "policy"), ("policy", "adapters"), ("adapters", "profiler"
          # the daemon must not load pandas/matplotlib/jinja2 (tests/test_daemon_imports.py)
          ("plugin", "results"), ("plugin", "report"), ("deploy", "results"),
          ("deploy", "report"), ("results", "report"), ("plugin", "sweep"),
-         ("results", "sweep")}
+         ("results", "sweep"), ("plugin", "shadow"), ("results", "shadow")}
 
 
 def _part(module: str) -> str:

@@ -33,6 +33,7 @@ from gpufair.model import (
     NodeState,
     Plan,
     Progress,
+    Reason,
     Tenant,
     ThroughputProfile,
 )
@@ -320,6 +321,27 @@ def assert_contract(state: ClusterState, plan: object, where: str) -> None:
     assert not problems, f"{where}:\n  " + "\n  ".join(problems)
 
 
+def reason_violations(state: ClusterState, plan: Plan, policy: str) -> list[str]:
+    """Every job the policy placed, preempted or left waiting (every active job) has a
+    reason: a code of the policy's own (``policy.what``) and figures that are numbers or
+    short names; no reason for a job that is not there."""
+    reasons = plan.reasons()
+    active = {j.id for j in state.jobs if j.state in ACTIVE}
+    problems = [f"{j}: no reason" for j in sorted(active - set(reasons))]
+    problems += [f"{j}: a reason for a job that is not active" for j in set(reasons) - active]
+    for job_id, reason in reasons.items():
+        if not re.fullmatch(rf"{re.escape(policy)}\.[a-z_]+", reason.code):
+            problems.append(f"{job_id}: code {reason.code!r} is not {policy}.<what>")
+        for key, value in reason.figures.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_\-]*", key) or isinstance(value, bool) or \
+                    not isinstance(value, (int, float, str)) or \
+                    (isinstance(value, str) and len(value) > 200):
+                problems.append(f"{job_id}: figure {key}={value!r}")
+        if not reason.text().startswith(reason.code):
+            problems.append(f"{job_id}: text {reason.text()!r}")
+    return problems
+
+
 def plan_key(plan: Plan) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(sorted((a.job_id, tuple(a.gpu_ids)) for a in plan.assignments))
 
@@ -444,6 +466,9 @@ def test_same_seed_same_plans_over_rounds(name: str, snapshot: str) -> None:
 #: contract on every snapshot and over rounds, like the defaults
 PAPER_BASELINES: dict[str, tuple[str, dict[str, object]]] = {
     "themis lengths=attained": ("themis", {"lengths": "attained"}),
+    "max_min level=tenant stages=1": ("max_min", {"level": "tenant"}),
+    "max_min level=tenant stages=2": ("max_min", {"level": "tenant", "stages": 2}),
+    "max_min stages=2": ("max_min", {"stages": 2}),
 }
 
 
@@ -456,6 +481,46 @@ def test_paper_baseline_keeps_the_contract(variant: str, snapshot: str) -> None:
     assert_contract(state, plan, f"{variant} on {snapshot}")
     if snapshot in SEQUENCE_SNAPSHOTS:
         run_rounds(create_policy(name, config(**options)), state, 3)
+@pytest.mark.parametrize("snapshot", SNAPSHOTS)
+@pytest.mark.parametrize("name", POLICIES)
+def test_every_job_gets_a_reason(name: str, snapshot: str) -> None:
+    state = SNAPSHOTS[snapshot]()
+    plan = create_policy(name, config()).schedule(state, state.time_s)
+    problems = reason_violations(state, plan, name)
+    assert not problems, f"{name} on {snapshot}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("snapshot", SEQUENCE_SNAPSHOTS)
+@pytest.mark.parametrize("name", POLICIES)
+def test_reasons_over_rounds_change_no_decision(name: str, snapshot: str) -> None:
+    """Over rounds whose state changes (jobs start, finish, age), every round explains
+    every job, and asking for the reasons changes no later plan (a reason only reads)."""
+    state = SNAPSHOTS[snapshot]()
+    quiet = run_rounds(create_policy(name, config()), state, 3)
+    policy = create_policy(name, config())
+    explained = []
+    for _ in range(3):
+        plan = policy.schedule(state, state.time_s)
+        problems = reason_violations(state, plan, name)
+        assert not problems, f"{name} on {snapshot} at {state.time_s}:\n  " + \
+            "\n  ".join(problems)
+        explained.append(plan)
+        state = advance(state, plan)
+    assert [plan_key(p) for p in explained] == [plan_key(p) for p in quiet]
+
+
+def test_the_reason_checks_catch_missing_and_foreign_reasons() -> None:
+    state = snap_mixed_types()
+    some = next(j.id for j in state.jobs if j.state in ACTIVE)
+    assert reason_violations(state, Plan(), "fifo")             # no reasons at all
+    everyone = {j.id: Reason("fifo.position", {"position": 1})
+                for j in state.jobs if j.state in ACTIVE}
+    assert not reason_violations(state, Plan(explain=lambda: everyone), "fifo")
+    assert reason_violations(state, Plan(explain=lambda: everyone), "las")   # not its code
+    bad = {**everyone, some: Reason("fifo.position", {"x": ["list"]})}  # type: ignore[dict-item]
+    assert reason_violations(state, Plan(explain=lambda: bad), "fifo")
+    extra = {**everyone, "nobody": Reason("fifo.position")}
+    assert reason_violations(state, Plan(explain=lambda: extra), "fifo")
 
 
 # -- options ------------------------------------------------------------------------------------
@@ -540,3 +605,52 @@ def test_wrong_option_type_is_rejected(name: str) -> None:
         else:
             failures.append(f"{key}={value!r}: accepted")
     assert not failures, f"{name} ({cls.__name__}):\n  " + "\n  ".join(failures)
+
+
+#: reason codes that say "this job runs", for the policies whose reason decides it
+RUNS = {"themis": {"themis.lease", "themis.won_auction", "themis.leftover"},
+        "gandiva_fair": {"gandiva_fair.stride_selected"},
+        "oef": {"oef.in_share", "oef.backfilled"}}
+
+
+@pytest.mark.parametrize("snapshot", SEQUENCE_SNAPSHOTS)
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_reason_that_says_the_job_runs_agrees_with_the_plan(name: str, snapshot: str) -> None:
+    """The reason is the policy's own account of its plan, round after round: a job it says
+    won, kept its lease, was selected or is in its share is exactly a job the plan places."""
+    state = SNAPSHOTS[snapshot]()
+    policy = create_policy(name, config())
+    for _ in range(3):
+        plan = policy.schedule(state, state.time_s)
+        placed = set(plan.by_job())
+        said = {j for j, r in plan.reasons().items() if r.code in RUNS[name]}
+        assert said == placed, f"{name} on {snapshot} at {state.time_s}"
+        state = advance(state, plan)
+
+
+@pytest.mark.parametrize("snapshot", SEQUENCE_SNAPSHOTS)
+def test_reason_figures_keep_their_own_bounds(snapshot: str) -> None:
+    """Figures mean what they say: an LP share is a time fraction (≤ 1 over the types), a
+    job planned for more rounds than the window has left would be a lie, a LAS queue is the
+    one its attained service falls in, tickets are the tenant's weight."""
+    state = SNAPSHOTS[snapshot]()
+    weights = {t.name: t.weight for t in state.tenants}
+    for name in ("max_min", "max_sum_throughput", "min_total_duration"):
+        for reason in create_policy(name, config()).schedule(state, state.time_s) \
+                .reasons().values():
+            shares = [v for k, v in reason.figures.items() if k.startswith("share_")]
+            assert sum(shares) <= 1 + 1e-6, (name, reason)
+    for reason in create_policy("shockwave", config()).schedule(state, state.time_s) \
+            .reasons().values():
+        if reason.code != "shockwave.unplannable":
+            assert 0 <= reason.figures["planned_rounds_left"] <= \
+                reason.figures["window_rounds_left"], reason
+    las = create_policy("las", config(queue_thresholds_gpu_s=[100.0, 1000.0]))
+    jobs = {j.id: j for j in state.jobs}
+    for job_id, reason in las.schedule(state, state.time_s).reasons().items():
+        attained = jobs[job_id].attained_s * jobs[job_id].gpus
+        assert reason.figures["queue"] == sum(attained >= t for t in (100.0, 1000.0))
+    gandiva = create_policy("gandiva_fair", config())
+    for job_id, reason in gandiva.schedule(state, state.time_s).reasons().items():
+        if "tickets" in reason.figures:
+            assert reason.figures["tickets"] == weights.get(jobs[job_id].tenant, 1.0)

@@ -9,13 +9,13 @@ import math
 
 import pytest
 
-from gpufair.adapters.simulator.capture import fair_shares
 from gpufair.cli.main import main
 from gpufair.core.round import Round
 from gpufair.core.simulation import SimulationSpec, build_simulator, simulate
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 from gpufair.results import read_results
+from gpufair.results.simulation import fair_shares, tenant_rows
 from tests.test_sim_identity import DATA, REFERENCE, UNTIMED
 
 TIMED = ("wall_s", "policy_s", "solver_s")
@@ -113,8 +113,10 @@ def test_allocations_rounds_and_jobs_agree(tmp_path, policy, semantics):
     by_t = {}
     for t, _, _, busy, _ in capture.cluster:
         by_t[t] = by_t.get(t, 0) + busy
-    for t, tenant, gpus, share in capture.tenants:
-        assert tenant == "default" and gpus == by_t[t] and 0 <= share <= 6
+    demand = {t: d for t, _, _, d in capture.tenants}
+    for t, tenant, gpus, share in tenant_rows(capture):
+        assert tenant == "default" and gpus == by_t[t]
+        assert share == min(demand[t], 6)    # one tenant: all it asks, up to the cluster
 
 
 def test_a_gpu_type_with_no_gpus_and_a_job_that_cannot_run(tmp_path):

@@ -14,6 +14,7 @@ from gpufair.core.guards import preemption_cap, unusable_nodes
 from gpufair.core.history import merge_history
 from gpufair.core.round import Round, RoundRules
 from gpufair.model import ClusterState, Job, JobState, Node, Preempt, Start
+from gpufair.plugin import daemon as daemon_module
 from gpufair.plugin.daemon import Daemon, ServiceSettings
 from gpufair.plugin.store import DONE, Store, action_from_dict, action_to_dict
 from gpufair.policy.base import PolicyConfig
@@ -54,9 +55,14 @@ def test_round_swaps_jobs_as_the_plan_says(tmp_path):
     assert store.journal(_daemon(slurm, store).run_round()) == []
 
 
+@pytest.mark.parametrize("batch", [1, 3, daemon_module.JOURNAL_BATCH])
 @pytest.mark.parametrize("crash_at", [("requeuehold", "3"), ("requeuehold", "4"),
                                       ("release", "1"), ("update", "2")])
-def test_killed_mid_round_restart_neither_repeats_nor_loses(tmp_path, crash_at):
+def test_killed_mid_round_restart_neither_repeats_nor_loses(tmp_path, crash_at, batch,
+                                                            monkeypatch):
+    """Killed anywhere, with the journal written an action at a time, in batches that end
+    mid-round (3 of 4 actions) or the whole round in one batch."""
+    monkeypatch.setattr(daemon_module, "JOURNAL_BATCH", batch)
     slurm = FakeSlurm(NODES)
     _fifo_reclaim(slurm)
     store = Store(tmp_path / "s.db")
@@ -74,6 +80,26 @@ def test_killed_mid_round_restart_neither_repeats_nor_loses(tmp_path, crash_at):
                               ("release", "1"): 1, ("release", "2"): 1})
     assert [slurm.jobs[j]["restart_cnt"] for j in "34"] == [1, 1]
     assert {j: slurm.jobs[j]["job_state"] for j in "12"} == {"1": "RUNNING", "2": "RUNNING"}
+
+
+@pytest.mark.parametrize(("batch", "commits"), [(3, 3), (256, 2)])
+def test_a_round_journals_its_actions_a_batch_per_commit(tmp_path, monkeypatch, batch,
+                                                         commits):
+    """Four actions: with batches of 3, one commit marks the first three applying, one
+    records their outcomes with the fourth applying, one its outcome (the old journal took
+    two commits per action: 8); the whole round in one batch takes two."""
+    monkeypatch.setattr(daemon_module, "JOURNAL_BATCH", batch)
+    slurm = FakeSlurm(NODES)
+    _fifo_reclaim(slurm)
+    store = Store(tmp_path / "s.db")
+    statements: list[str] = []
+    store.db.set_trace_callback(statements.append)
+    round_id = _daemon(slurm, store).run_round()
+    transactions = " ".join(statements).split("COMMIT")
+    marking = [t for t in transactions if "UPDATE actions SET status" in t]
+    assert len(marking) == commits
+    assert [e.status for e in store.journal(round_id)] == [DONE] * 4
+    assert all(count == 1 for (verb, _), count in slurm.verbs.items() if verb != "update")
 
 
 def test_preemption_cap_defers_victims_and_their_starts(tmp_path):
@@ -237,3 +263,47 @@ def test_policy_state_survives_a_restart(tmp_path):
     second.rounds.policy = Remembering()
     second.recover()
     assert second.policy.seen == 2
+
+
+class AskableSlurm(FakeSlurm):
+    """The in-memory Slurm, also answering slurmrestd's ``update_time`` question (did any job
+    or node change at or after this time?), and counting full reads of the jobs."""
+
+    def __init__(self) -> None:
+        super().__init__(NODES)
+        self.last_change = 0.0
+        self.asked: list[float] = []
+        self.reads = 0
+
+    def changed_since(self, since: float) -> bool:
+        self.asked.append(since)
+        return self.last_change >= since
+
+    def read_jobs(self) -> dict:
+        self.reads += 1
+        return super().read_jobs()
+
+
+def test_a_quiet_poll_asks_slurm_instead_of_reading_everything(tmp_path):
+    """Once a round has read the cluster, a poll with nothing changed since (slurmrestd's
+    304) reads no documents; a change since that read (within the clock margin too) makes
+    the poll read in full; after a round that could not read Slurm it reads in full."""
+    import time
+
+    from gpufair.adapters.slurm.adapter import CHANGE_MARGIN_S
+    slurm = AskableSlurm()
+    _fifo_reclaim(slurm)
+    daemon = _daemon(slurm, Store(tmp_path / "s.db"))
+    daemon.run_round()
+    reads = slurm.reads
+    assert daemon._changed() is False and slurm.reads == reads
+    assert slurm.asked and time.time() - CHANGE_MARGIN_S - 5 < slurm.asked[-1] <= \
+        time.time() - CHANGE_MARGIN_S
+    slurm.last_change = slurm.asked[-1] + CHANGE_MARGIN_S / 2   # just before the read
+    daemon._changed()
+    assert slurm.reads > reads   # (a read is repeated while squeue and sinfo disagree)
+    reads = slurm.reads
+    slurm.last_change = 0.0
+    daemon.seen = None   # the last round found Slurm away
+    daemon._changed()
+    assert slurm.reads > reads

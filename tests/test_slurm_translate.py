@@ -544,6 +544,35 @@ def test_placement_constraints_come_from_what_the_job_asked():
     assert job.allowed_nodes == ("gpu-v100-1", "gpu-v100-2")
 
 
+def test_jobs_of_one_partition_with_different_constraints_keep_their_own_nodes():
+    """The allowed nodes are computed once per combination of partitions, features, excluded
+    nodes and node list (issue 30), so jobs differing in any one of them, read one after
+    the other in either order, must each keep their own set; equal ones share one tuple."""
+    base = copy.deepcopy(next(j for j in SQUEUE["jobs"] if j["job_state"] == "PENDING"))
+    base.update(tres_per_node="gres:gpu:1", node_count=1, admin_comment="gpufair:managed",
+                features="", excluded_nodes="", partition="gpu")
+    variants = {"plain": {}, "excluded": {"excluded_nodes": "gpu-k80-1"},
+                "feature": {"features": "v100"},
+                "own list": {"admin_comment": "gpufair:managed nodelist=gpu-k80-[1-2]"},
+                "plain again": {}}
+    every = sorted(n["name"] for n in SINFO["nodes"] if "gpu" in n["partitions"]
+                   and n["gres"])
+    expected = {"plain": every, "excluded": [n for n in every if n != "gpu-k80-1"],
+                "feature": [n for n in every if "v100" in n],
+                "own list": ["gpu-k80-1", "gpu-k80-2"], "plain again": every}
+    for order in (list(variants), list(reversed(variants))):
+        records = []
+        for k, name in enumerate(order):
+            record = {**copy.deepcopy(base), **variants[name], "job_id": 900 + k,
+                      "submit_time": base["submit_time"] + k}
+            records.append(record)
+        view = translate({**SQUEUE, "jobs": records}, SINFO, now=NOW)
+        by_id = {j.id: j for j in view.state.jobs}
+        allowed = {name: by_id[str(900 + k)].allowed_nodes for k, name in enumerate(order)}
+        assert {name: list(a) for name, a in allowed.items()} == expected, view.problems
+        assert allowed["plain"] is allowed["plain again"]
+
+
 def test_squeue_and_sinfo_read_at_different_moments_disagree_on_the_gpus_in_use():
     """A job that started after squeue (pending there, its GPUs in use to sinfo), or ended
     after it (running there, its GPUs free to sinfo): the nodes where the two reads differ.

@@ -58,8 +58,10 @@ def old_store(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 def test_a_fresh_store_is_created_at_the_current_version(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
     store.close()
-    assert version(tmp_path / "state.db") == 1 == store_module.SCHEMA_VERSION
+    assert version(tmp_path / "state.db") == 2 == store_module.SCHEMA_VERSION
     assert "key" in columns(tmp_path / "state.db", "actions")
+    assert {"outcome", "code", "figures", "owner_uid"} <= columns(tmp_path / "state.db",
+                                                                   "decisions")
     assert not list(tmp_path.glob("*.bak"))   # nothing to go back to
 
 
@@ -87,7 +89,8 @@ def test_an_old_store_keeps_everything_it_held(old_store: Path) -> None:
         assert store.done_keys(["k4", "k-other"], before_round=new + 1) == {"k4": new}
     finally:
         store.close()
-    assert version(old_store) == 1
+    assert version(old_store) == 2
+    assert rows(old_store, "decisions") == []
 
 
 def test_the_upgrade_keeps_a_copy_of_the_old_store(old_store: Path) -> None:
@@ -107,7 +110,7 @@ def test_a_store_from_a_newer_gpufair_is_refused(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     db.execute("PRAGMA user_version = 7")
     db.close()
-    with pytest.raises(RefusedToStart, match=r"schema version 7, newer than this gpufair's \(1\)"):
+    with pytest.raises(RefusedToStart, match=r"schema version 7, newer than this gpufair's \(2\)"):
         Store(path)
     assert version(path) == 7
 
@@ -121,14 +124,34 @@ def test_a_failed_migration_changes_nothing(old_store: Path,
         db.execute("DROP TABLE jobs")
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(store_module.MIGRATIONS, 2, broken)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(store_module.MIGRATIONS, 3, broken)
     with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
         Store(old_store)
     assert version(old_store) == 0
     assert ("key" in columns(old_store, "actions")) == had_key   # step 1 rolled back too
+    assert not columns(old_store, "decisions")                     # and step 2
     assert rows(old_store, "actions") == before and columns(old_store, "jobs")
     assert Path(f"{old_store}.schema-v0.bak").exists()
     monkeypatch.undo()
     Store(old_store).close()   # and the real migration still goes through afterwards
-    assert version(old_store) == 1
+    assert version(old_store) == 2
+
+
+def test_a_version_1_store_gains_the_decisions_and_keeps_its_rounds(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """The store of the release before reasons (version 1) moves to 2 with its journal."""
+    path = tmp_path / "state.db"
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 1)
+    store = Store(path)
+    store.begin_round("fifo", {}, [Start("1", ("n1:0",))], keys=["k1"], now=T0)
+    store.close()
+    monkeypatch.undo()
+    assert version(path) == 1 and not columns(path, "decisions")
+    store = Store(path)
+    try:
+        assert [e.action for e in store.journal()] == [Start("1", ("n1:0",))]
+        assert store.decisions("1") == []
+    finally:
+        store.close()
+    assert version(path) == 2 and Path(f"{path}.schema-v1.bak").exists()

@@ -82,3 +82,16 @@ class ResourceManager(Adapter, Protocol):
         """The adapter's own health in numbers (credentials' expiry, renewals, ...), for
         the daemon's metrics; empty when there is nothing to say."""
         ...
+
+
+@runtime_checkable
+class ShowsReasons(Protocol):
+    """A resource manager that can show users why gpufair decided what it did about their
+    jobs where they already look (Slurm: the job's AdminComment). Optional: the daemon asks
+    only adapters that implement it, and never in a dry run."""
+
+    def show_reasons(self, lines: Mapping[str, str]) -> int:
+        """Show each job's one-line reason where it is not shown yet; return how many jobs
+        the resource manager was asked to update (each at most once per change, and no
+        more often than the adapter's own rate limit)."""
+        ...

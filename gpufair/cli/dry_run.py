@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufair.cli.output import seed
+from gpufair.cli.report import add_report_option, report_after
 from gpufair.errors import InputError
 from gpufair.model import Action, ClusterState, Job, JobState, Preempt, SetPriority
 from gpufair.plugin.wording import SLURM, Words, describe, verb, words_for
@@ -52,7 +53,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     dry.add_argument("--seed", type=seed, help="override [daemon] seed")
     dry.add_argument("--store", help="start from (a copy of) the daemon's state store")
     dry.add_argument("--json", action="store_true",
-                     help="one JSON object: the decisions, actions and held-back actions")
+                     help="one JSON object: the decisions (with the policy's reason for each"
+                     " job), actions and held-back actions")
+    dry.add_argument("--out", metavar="DIR", help="also write the results directory DIR "
+                     "(docs/FORMATS.md section 9): each node's GPUs and their jobs before and "
+                     "after the actions, each action with its reason; for `gpufair report`")
+    add_report_option(dry)
     dry.set_defaults(func=run)
 
 
@@ -66,6 +72,8 @@ class Decision:
     decision: str
     planned_on: str
     why: str
+    #: the policy's own reason for the job (code and figures: docs/explain.md), "" if none
+    reason: str = ""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,7 +125,32 @@ def run(args: argparse.Namespace) -> int:
         print(render_json(daemon.policy.name, result, rows, skipped, recovering))
     else:
         print(render_table(daemon.policy.name, result, rows, recovering, daemon.words))
+    if args.out is not None or args.report is not None:
+        write_results(args, daemon.policy.name, result, adapter.recorded, rows)
     return 0
+
+
+def write_results(args: argparse.Namespace, policy: str, result: RoundResult,
+                  recorded: list[Action], rows: list[Decision]) -> None:
+    """``--out``, ``--report``: the dry run as a results directory, and its report (pandas,
+    jinja2 and matplotlib load for these options only)."""
+    from gpufair.results import input_file
+    from gpufair.results.dry_run import write_dry_run
+    inputs: dict[str, Any] = {
+        "snapshot": input_file(args.snapshot if args.snapshot is not None else args.squeue),
+        "sinfo": None if args.sinfo is None else input_file(args.sinfo),
+        "config": None if args.config is None else input_file(args.config),
+        "store": args.store, "policy": policy, "seed": args.seed,
+        "partitions": args.partitions}
+    state = result.state
+    metrics = {"policy": policy, "time_s": state.time_s, "gpus": state.gpu_count(),
+               "jobs": len(state.active_jobs()), "actions": len(recorded),
+               "held_back": len(result.deferred), "reason": result.plan.reason}
+    report_after(args.out, args.report, lambda out: write_dry_run(
+        out, policy=policy, state=state, actions=recorded,
+        reasons={r.job_id: f"{r.decision}: {r.why}" for r in rows},
+        held_back=[(d.action, d.reason) for d in result.deferred], metrics=metrics,
+        inputs=inputs, command=args.argv))
 
 
 def snapshot_adapter(path: str) -> str | None:
@@ -225,9 +258,11 @@ def explain(result: RoundResult, recorded: list[Action], daemon: Daemon) -> list
         else:
             decision = "keep running" if job.state is JobState.RUNNING else "wait"
             why = f"{order}; asks {job.gpus} GPUs, {free_after} free after the plan"
+        told = result.decisions.get(job.id)
         rows.append(Decision(job.id, job.tenant, job.state.value, job.gpus,
                              _nodes(job.gpus_held), decision,
-                             _nodes(assignment.gpu_ids) if assignment else "", why))
+                             _nodes(assignment.gpu_ids) if assignment else "", why,
+                             told.reason.text() if told is not None else ""))
     return rows
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import gpufair
-from gpufair.cli import admin, dry_run, profile, simulate, slurm, sweep
+from gpufair.cli import admin, dry_run, explain, profile, report, shadow, simulate, slurm, sweep
 from gpufair.cli import config as config_cli
 from gpufair.errors import EXIT_INPUT, InputError, RefusedToStart
 
@@ -40,6 +40,14 @@ class HelpWithDefaults(argparse.RawDescriptionHelpFormatter):
             return text
         return f"{text} (default: %(default)s)"
 
+    def add_argument(self, action: argparse.Action) -> None:
+        """argparse counts a command's name two columns shallower than it prints it, so a
+        name as long as ``shadow-report`` had its help pushed to the next line."""
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction) and action.choices:
+            longest = max(len(name) for name in action.choices) + self._current_indent + 4
+            self._action_max_length = max(self._action_max_length, longest)
+
 
 def version() -> str:
     """The one version string (``gpufair.__version__``, which the package metadata reads too),
@@ -53,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log at INFO (solver fallbacks, skipped inputs) on stderr")
     parser.add_argument("--version", action="version", version=f"gpufair {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (simulate, config_cli, profile, slurm, dry_run, admin, sweep):
+    for group in (simulate, config_cli, profile, slurm, dry_run, explain, shadow, admin,
+                  sweep, report):
         group.add_parsers(sub)
     for command in every_parser(parser):
         command.formatter_class = HelpWithDefaults

@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 
 from gpufair.cli.output import dumps, seed
+from gpufair.cli.report import add_report_option, report_after
 from gpufair.core.config import DEFAULT_ROUND_S
 from gpufair.core.simulation import SimulationReport, SimulationSpec, simulate
 from gpufair.data import listing, resolve
@@ -70,6 +71,7 @@ def _sim_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", help="also write the full results (every "
                         "job, allocation and round; docs/FORMATS.md section 9) to the results "
                         "directory DIR, for `gpufair report`")
+    add_report_option(parser)
     parser.add_argument("-q", "--quiet", "--no-progress", action="store_true",
                         dest="no_progress", help="no progress bar (there is one on stderr only"
                         " when stdout is a terminal, and never with --json)")
@@ -85,7 +87,7 @@ def run_policies(args: argparse.Namespace, names: list[str]) -> int:
             raise InputError(f"--{option.replace('_', '-')}", "must not be empty",
                              field=option, value=value)
     reports = []
-    capture = args.out is not None
+    capture = args.out is not None or args.report is not None
     for name in names:
         spec = SimulationSpec(trace=resolve(args.trace), throughputs=resolve(args.throughputs),
                               cluster=args.cluster, gpus_per_server=args.gpus_per_server,
@@ -107,11 +109,12 @@ def run_policies(args: argparse.Namespace, names: list[str]) -> int:
 
 def write_results(args: argparse.Namespace, spec: SimulationSpec,
                   reports: Sequence[SimulationReport]) -> None:
-    """``--out``: the results directory. Imported here only: pandas loads for this option
-    alone."""
+    """``--out`` and ``--report``. Imported here only: pandas (and for a report jinja2 and
+    matplotlib) load for these options alone."""
     from gpufair.results.simulation import write_simulations
     kind = "simulate" if args.command == "simulate" else "compare"
-    write_simulations(args.out, spec, reports, kind=kind, command=args.argv)
+    report_after(args.out, args.report, lambda out: write_simulations(
+        out, spec, reports, kind=kind, command=args.argv))
 
 
 def _seconds(text: str) -> float:

@@ -20,6 +20,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--policy", help="override [daemon] policy")
     serve.add_argument("--dry-run", action="store_true",
                        help="log and journal the actions against a recording adapter; take none")
+    serve.add_argument("--shadow", action="store_true",
+                       help="run beside Slurm's own scheduler (no job_submit.lua hold): plan"
+                       " every round, act on nothing, record the plan next to what Slurm did"
+                       " (gpufair shadow-report)")
     serve.add_argument("--rounds", type=int, help="stop after this many rounds")
     serve.add_argument("--yarn", metavar="URL", action="append",
                        help="drive this YARN ResourceManager (repeat for an HA pair) instead"
@@ -61,10 +65,15 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.yarn or config.daemon.adapter == "yarn":
         from gpufair.cli.yarn import yarn_adapter
         adapter = yarn_adapter(config, args.yarn)
-    else:
-        adapter = SlurmAdapter.from_settings(config.slurm, mode=config.daemon.mode)
+    else:   # a shadow run reads every job: Slurm holds none of them for gpufair
+        adapter = SlurmAdapter.from_settings(
+            config.slurm, mode="soft" if args.shadow else config.daemon.mode)
+    if args.shadow and args.dry_run:
+        print("gpufair: error: --shadow and --dry-run: a shadow run acts on nothing already",
+              file=sys.stderr)
+        return 2
     return serve(config, adapter, dry_run=args.dry_run, policy=args.policy,
-                 max_rounds=args.rounds, verbose=args.verbose)
+                 max_rounds=args.rounds, verbose=args.verbose, shadow=args.shadow)
 
 
 def run_unhold(args: argparse.Namespace) -> int:

@@ -106,6 +106,11 @@ class DaemonOptions:
                                        " their events (UDP, HMAC-signed); unset: none")
     event_key_file: str | None = setting(None, "shared HMAC key of those events (root and"
                                          " SlurmUser only, like munge's key)")
+    explain_socket: str | None = setting(
+        "/run/gpufair/explain.sock", "unix socket where `gpufair explain` asks why a job"
+        " waits: owners see their own jobs, admins all (docs/explain.md); unset: none")
+    admin_group: str | None = setting(None, "group whose members `gpufair explain` any job"
+                                      " (besides root, the daemon's user and SlurmUser)")
     metrics_host: str = setting("127.0.0.1", "address of the Prometheus endpoint")
     metrics_port: int = setting(9464, "port of /metrics; 0: no endpoint", ge=0, le=65535)
     log_format: str = setting("json", "json: one object per line; text", choices=("json",

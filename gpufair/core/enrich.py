@@ -64,21 +64,29 @@ def elastic_counts(job: Job, cluster_gpus: int) -> tuple[int, ...]:
     return tuple(sorted({*range(low, high + 1), job.gpus}))
 
 
-def _usable_types(job: Job, type_of: dict[str, str]) -> set[str] | None:
-    """The GPU types the job may run on (--gres=gpu:TYPE, its allowed nodes' types)."""
+def _usable_types(job: Job, type_of: dict[str, str],
+                  types_on: dict[tuple[str, ...], set[str]] | None = None) -> set[str] | None:
+    """The GPU types the job may run on (--gres=gpu:TYPE, its allowed nodes' types).
+    ``types_on`` keeps the types of each allowed-node tuple already seen: the jobs of a
+    partition share one, and it can name a thousand nodes (issue 30)."""
     usable = None if job.gpu_types is None else set(job.gpu_types)
     if job.allowed_nodes is not None:
-        on_nodes = {type_of[n] for n in job.allowed_nodes if n in type_of}
-        usable = on_nodes if usable is None else usable & on_nodes
+        on_nodes = None if types_on is None else types_on.get(job.allowed_nodes)
+        if on_nodes is None:
+            on_nodes = {type_of[n] for n in job.allowed_nodes if n in type_of}
+            if types_on is not None:
+                types_on[job.allowed_nodes] = on_nodes
+        usable = set(on_nodes) if usable is None else usable & on_nodes
     return usable
 
 
 def with_default_profiles(state: ClusterState) -> ClusterState:
     types = state.gpu_type_names()
     type_of = {n.name: n.gpu_type for n in state.nodes}
+    types_on: dict[tuple[str, ...], set[str]] = {}
     jobs = []
     for job in state.jobs:
-        usable = _usable_types(job, type_of)
+        usable = _usable_types(job, type_of, types_on)
         if usable is not None:   # no rate on a type it may not use: no placement there
             allowed_rates = {k: r for k, r in job.throughput.rates.items() if k[0] in usable}
             if len(allowed_rates) != len(job.throughput.rates):

@@ -21,9 +21,12 @@ papers' artifacts do, so its figures stay comparable with theirs.
 
 from __future__ import annotations
 
-from gpufair.model import Action, ClusterState, Job, JobState, Plan, Start, node_of
+from collections.abc import Iterator
+
+from gpufair.model import Action, ClusterState, Job, JobState, Plan, Start
 from gpufair.model.host_room import HostRoom
 from gpufair.model.records import NodeLayout
+from gpufair.policy.free_gpus import FreeGpus
 from gpufair.policy.placement import constrained_layout
 
 
@@ -31,11 +34,17 @@ def free_gpus(state: ClusterState, actions: list[Action]) -> dict[str, list[str]
     """Usable node → its GPUs that no active job holds and no action of this round takes.
 
     A job this round preempts still holds its GPUs here: they are the plan's to give."""
-    taken = {g for j in state.active_jobs() for g in j.gpus_held}
-    for action in actions:
-        taken.update(getattr(action, "gpu_ids", ()))
+    taken = set(_taken(state, actions))
     return {node.name: [g for g in node.gpu_ids() if g not in taken]
             for node in state.usable_nodes()}
+
+
+def _taken(state: ClusterState, actions: list[Action]) -> Iterator[str]:
+    """GPUs held by active jobs, then those this round's actions take."""
+    for job in state.active_jobs():
+        yield from job.gpus_held
+    for action in actions:
+        yield from getattr(action, "gpu_ids", ())
 
 
 def fill_order(state: ClusterState, plan: Plan, actions: list[Action]) -> list[Job]:
@@ -67,7 +76,7 @@ def host_room(state: ClusterState, actions: list[Action]) -> HostRoom | None:
     return room
 
 
-def layout_for(job: Job, layout: NodeLayout, free: dict[str, list[str]],
+def layout_for(job: Job, layout: NodeLayout, free: FreeGpus,
                room: HostRoom | None = None) -> tuple[str, ...]:
     """GPUs for ``job`` among ``free``: its fastest GPU type first, within its constraints
     (and, with ``room``, where its CPUs and memory fit too)."""
@@ -80,12 +89,16 @@ def layout_for(job: Job, layout: NodeLayout, free: dict[str, list[str]],
 
 
 def fill_idle(state: ClusterState, plan: Plan, actions: list[Action]) -> list[Action]:
-    """Starts that put waiting jobs on GPUs the round leaves idle (appended to ``actions``)."""
-    free = free_gpus(state, actions)
-    idle = sum(len(g) for g in free.values())
+    """Starts that put waiting jobs on GPUs the round leaves idle (appended to ``actions``).
+
+    The free GPUs are kept as a :class:`FreeGpus` (counts per node, bucketed per type), so
+    each waiting job costs a few bucket reads rather than a scan of every node: a first round
+    on a large site offers thousands of jobs to the idle GPUs (issue 30)."""
+    layout = state.layout()
+    free = FreeGpus.around(layout.gpus_of, layout.node_of_gpu, _taken(state, actions))
+    idle = sum(free.count(name) for name in free)
     if not idle:
         return []
-    layout = state.layout()
     room = host_room(state, actions)
     starts: list[Action] = []
     for job in fill_order(state, plan, actions):
@@ -96,8 +109,7 @@ def fill_idle(state: ClusterState, plan: Plan, actions: list[Action]) -> list[Ac
             continue
         if room is not None:
             room.take(job, gpus)
-        for gpu in gpus:
-            free[node_of(gpu)].remove(gpu)
+        free.take(gpus, layout.node_of_gpu)
         idle -= len(gpus)
         starts.append(Start(job.id, gpus))
     return starts

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpufair.model import Action, ClusterState, JobState, Migrate, Preempt, Resize, node_of
 from gpufair.model.host_room import HostRoom
@@ -23,8 +23,13 @@ PRIORITY_TOP = 1_000_000
 
 @dataclass(frozen=True)
 class Deferred:
+    """An action a guard held back, and why: ``reason`` in words for the log, ``code``
+    (``guard.what``) and ``figures`` for the job's reason (:mod:`gpufair.core.explain`)."""
+
     action: Action
     reason: str
+    code: str = "guard"
+    figures: Mapping[str, float | int | str] = field(default_factory=dict)
 
 
 Guard = Callable[[ClusterState, Sequence[Action]], tuple[list[Action], list[Deferred]]]
@@ -37,7 +42,8 @@ def takes_gpus(action: Action) -> bool:
 
 
 def hold_back(state: ClusterState, actions: Sequence[Action],
-              jobs: Mapping[str, frozenset[str]], reason: str
+              jobs: Mapping[str, frozenset[str]], reason: str, code: str = "guard",
+              figures: Mapping[str, float | int | str] | None = None
               ) -> tuple[list[Action], list[Deferred]]:
     """Drop the actions on ``jobs`` (job id → GPUs it holds) and every action that needs
     those GPUs. A move or preemption dropped that way leaves its own job where it is, so the
@@ -46,21 +52,31 @@ def hold_back(state: ClusterState, actions: Sequence[Action],
         return list(actions), []
     held = {j.id: frozenset(j.gpus_held) for j in state.jobs}
     staying = dict(jobs)
-    changed = True
-    while changed:
-        changed = False
-        busy = frozenset().union(*staying.values()) if staying else frozenset()
-        for action in actions:
-            if (action.job_id not in staying and takes_gpus(action)
-                    and busy.intersection(getattr(action, "gpu_ids", ()))):
+    # the fixed point as a walk over GPUs: each GPU blocked once looks up the moves and
+    # preemptions that need it (one pass per link of a chain of moves rescanned every
+    # action before: quadratic on a large first round, issue 30)
+    needing: dict[str, list[Action]] = {}
+    for action in actions:
+        if takes_gpus(action):
+            for gpu in getattr(action, "gpu_ids", ()):
+                needing.setdefault(gpu, []).append(action)
+    blocked = [g for gpus in staying.values() for g in gpus]
+    seen: set[str] = set()
+    while blocked:
+        gpu = blocked.pop()
+        if gpu in seen:
+            continue
+        seen.add(gpu)
+        for action in needing.get(gpu, ()):
+            if action.job_id not in staying:
                 staying[action.job_id] = held.get(action.job_id, frozenset())
-                changed = True
+                blocked.extend(staying[action.job_id])
     busy = frozenset().union(*staying.values()) if staying else frozenset()
     kept: list[Action] = []
     deferred: list[Deferred] = []
     for action in actions:
         if action.job_id in staying or busy.intersection(getattr(action, "gpu_ids", ())):
-            deferred.append(Deferred(action, reason))
+            deferred.append(Deferred(action, reason, code, figures or {}))
         else:
             kept.append(action)
     return kept, deferred
@@ -77,7 +93,8 @@ def unusable_nodes(state: ClusterState, actions: Sequence[Action]
     frozen = {j.id: frozenset(j.gpus_held) for j in state.jobs
               if j.gpus_held and any(g not in on_usable and node_of(g) not in usable
                                      for g in j.gpus_held)}
-    return hold_back(state, actions, frozen, "its GPUs are on a drained or settling node")
+    return hold_back(state, actions, frozen, "its GPUs are on a drained or settling node",
+                     "guard.node_not_usable")
 
 
 def job_constraints(state: ClusterState, actions: Sequence[Action]
@@ -98,7 +115,8 @@ def job_constraints(state: ClusterState, actions: Sequence[Action]
         if job.placement_problem(gpus, type_of) is not None:
             broken[job.id] = frozenset(job.gpus_held)
     return hold_back(state, actions, broken,
-                     "the planned placement breaks what the job asked of the resource manager")
+                     "the planned placement breaks what the job asked of the resource manager",
+                     "guard.job_constraints")
 
 
 def host_room(state: ClusterState, actions: Sequence[Action]
@@ -153,7 +171,8 @@ def min_runtime(seconds: float) -> Guard:
             if (takes_gpus(action) and job is not None and job.state is JobState.RUNNING
                     and job.start_s is not None and state.time_s - job.start_s < seconds):
                 young[job.id] = frozenset(job.gpus_held)
-        return hold_back(state, actions, young, f"started less than {seconds:g} s ago")
+        return hold_back(state, actions, young, f"started less than {seconds:g} s ago",
+                         "guard.min_runtime", {"min_runtime_s": seconds})
     return guard
 
 
@@ -178,7 +197,8 @@ def preemption_cap(share: float) -> Guard:
                 else:
                     freed += size
         return hold_back(state, actions, over,
-                         f"over the preemption cap ({share:.0%} of the GPUs)")
+                         f"over the preemption cap ({share:.0%} of the GPUs)",
+                         "guard.preemption_cap", {"cap_gpus": limit, "freed_gpus": freed})
     return guard
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufair.core.actions import plan_actions
+from gpufair.core.explain import Decision, decide
 from gpufair.core.fill import fill_idle
 from gpufair.core.guards import (
     Deferred,
@@ -82,6 +83,8 @@ class RoundResult:
     history: list[dict[str, Any]] = field(default_factory=list)  # rows for the store
     policy_s: float = 0.0
     preemptive: bool = True
+    #: each job's outcome and reason, when the round was asked to explain (else empty)
+    decisions: dict[str, Decision] = field(default_factory=dict)
 
 
 def incarnation(job: Job) -> str:
@@ -111,10 +114,11 @@ class Round:
     """The round pipeline around one policy; keeps the policy's time for the benchmarks."""
 
     def __init__(self, policy: Policy, rules: RoundRules | None = None, *,
-                 enrichers: Sequence[Enricher] = ()) -> None:
+                 enrichers: Sequence[Enricher] = (), explain: bool = False) -> None:
         self.policy = policy
         self.rules = rules or RoundRules()
         self.enrichers = tuple(enrichers)
+        self.explain = explain   # keep each job's decision and reason (the daemon does)
         self.policy_s = 0.0
         self.decisions = 0
         self.skipped = 0     # of those, counted by skip(): the policy did not see them
@@ -135,17 +139,21 @@ class Round:
         self.policy_s += elapsed
         self.decisions += 1
         actions, deferred = self._guarded(state, self.diff(state, plan, preemptive))
+        filled: list[Action] = []
         if self.rules.fill_idle and self.rules.mode == "hard":
             # after the guards: GPUs a held-back action would have taken (a job on a node
             # that is settling or drained, planned elsewhere) are idle this round too
             filled, held = self._guarded(state, fill_idle(state, plan, actions))
             actions += filled
             deferred += held
+        decisions = decide(state, plan, self.policy.name, actions, deferred, filled) \
+            if self.explain else {}
         keys: list[str | None] = []
         if actions:
             jobs = {j.id: j for j in state.jobs}
             keys = [action_key(a, jobs.get(a.job_id)) for a in actions]
-        return RoundResult(state, plan, actions, keys, deferred, rows, elapsed, preemptive)
+        return RoundResult(state, plan, actions, keys, deferred, rows, elapsed, preemptive,
+                           decisions)
 
     def _guarded(self, state: ClusterState, actions: list[Action]
                  ) -> tuple[list[Action], list[Deferred]]:

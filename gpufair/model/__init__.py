@@ -17,6 +17,7 @@ from gpufair.model.records import (
     Preempt,
     PreemptMode,
     Progress,
+    Reason,
     Resize,
     Resume,
     SetPriority,
@@ -30,6 +31,6 @@ from gpufair.model.records import (
 __all__ = [
     "Action", "ActionResult", "Adaptation", "Assignment", "ClusterState", "GpuType",
     "HostRequest", "Job", "JobState", "Migrate", "Node", "NodeState", "Plan", "Preempt",
-    "PreemptMode", "Progress", "Resize", "Resume", "SetPriority", "Start", "Tenant",
+    "PreemptMode", "Progress", "Reason", "Resize", "Resume", "SetPriority", "Start", "Tenant",
     "ThroughputProfile", "gpu_id", "node_of",
 ]

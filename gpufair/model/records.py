@@ -7,7 +7,7 @@ the store without copies.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import lru_cache
@@ -420,20 +420,61 @@ class Assignment:
         return len(self.gpu_ids)
 
 
+#: A figure of a reason: a number, or a short name (a tenant, an app, a GPU type).
+Figure = float | int | str
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a policy placed, preempted or left waiting one job, in the policy's own terms.
+
+    ``code`` is short and machine-readable (``policy.what``: ``themis.lost_auction``,
+    ``las.queue``), stable across releases so tools can count them; ``figures`` are the
+    numbers that justify it (ρ and the bid, a queue level, an LP share). What the job's
+    outcome was (started, preempted, waiting, held back by a guard) is the round's to say
+    (:mod:`gpufair.core.explain`), not the policy's: one reason serves every outcome.
+    """
+
+    code: str
+    figures: Mapping[str, Figure] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """One line: the code, then each figure (``las.queue: queue 1, attained gpu s 7200``)."""
+        parts = [f"{k.replace('_', ' ')} {_figure(v)}" for k, v in self.figures.items()]
+        return f"{self.code}: {', '.join(parts)}" if parts else self.code
+
+
+def _figure(value: Figure) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """What runs where next round. Jobs absent from ``assignments`` do not run.
 
     ``priorities`` is what soft-mode adapters hand to the resource manager's own scheduler;
     ``reason`` is a one-line human explanation for logs and dry runs.
+
+    ``explain`` gives each active job's :class:`Reason`. It is a function, called only by a
+    caller that keeps reasons (the daemon, a dry run), so a simulation pays nothing for
+    them; it must be called before the policy's next ``schedule`` (it may read the policy's
+    state as this call left it).
     """
 
     assignments: tuple[Assignment, ...] = ()
     priorities: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     reason: str = ""
+    explain: Callable[[], Mapping[str, Reason]] | None = field(default=None, compare=False,
+                                                                repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "priorities", _frozen_map(self.priorities))
+
+    def reasons(self) -> Mapping[str, Reason]:
+        """Job id → why (empty when the policy gives none)."""
+        return {} if self.explain is None else self.explain()
 
     def by_job(self) -> dict[str, Assignment]:
         return {a.job_id: a for a in self.assignments}

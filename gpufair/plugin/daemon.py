@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufair.adapters.base import Effect, ResourceManager, Unavailable
+from gpufair.adapters.base import Effect, ResourceManager, ShowsReasons, Unavailable
+from gpufair.core.explain import Decision
 from gpufair.core.fill import may_fill, occupancy
 from gpufair.core.guards import Deferred, takes_gpus
 from gpufair.core.history import rho_estimates
 from gpufair.core.round import Round, RoundResult
 from gpufair.model import ClusterState, Plan, Preempt, Start
 from gpufair.plugin.events import EventListener
+from gpufair.plugin.explain_server import ExplainServer, admins
 from gpufair.plugin.metrics import Metrics
 from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, JournalEntry, Store
 from gpufair.plugin.wake import WakeSocket
@@ -36,6 +38,9 @@ from gpufair.policy.base import Policy, StatefulPolicy
 
 log = logging.getLogger("gpufair.daemon")
 
+#: Actions journalled per commit while a round is applied (see :meth:`Daemon.apply_round`).
+JOURNAL_BATCH = 256
+
 
 @dataclass(frozen=True)
 class ServiceSettings:
@@ -43,6 +48,7 @@ class ServiceSettings:
 
     round_s: float = 120.0
     dry_run: bool = False              # journal as skipped; never persist policy state
+    shadow: bool = False               # a dry run that records what the RM itself did
     action_interval_s: float = 0.0     # pause between actions: spreads load on slurmctld
     hook_dir: str = "/var/spool/gpufair"
     event_min_interval_s: float = 5.0  # hook events: at most one fill-only round per this
@@ -53,6 +59,8 @@ class ServiceSettings:
     keep_finished_s: float = 7 * 86400.0   # store: job history kept after the job ended
     keep_rounds_s: float = 30 * 86400.0    # store: rounds, actions, events kept
     prune_every_s: float = 600.0           # how often the store is pruned
+    explain_socket: str | None = None      # where `gpufair explain` asks (None: not served)
+    admin_group: str | None = None         # its readers of every job, besides root/SlurmUser
 
 
 class Daemon:
@@ -73,6 +81,8 @@ class Daemon:
         self.seen: object = None           # occupancy at the last round (gpufair.core.fill)
         #: the resource manager's words in logs and explanations (apps on YARN)
         self.words: Words = words_for(getattr(adapter, "name", None))
+        self.next_round_at: float | None = None   # wall time of the next timer round
+        self._shown: dict[str, tuple[tuple[str, str, str | None], str]] = {}  # reason lines
 
     @property
     def policy(self) -> Policy:
@@ -105,6 +115,11 @@ class Daemon:
         round_id = self.store.begin_round(name, _plan_dict(result.plan), result.actions,
                                           keys=result.keys, reason=result.plan.reason,
                                           dry_run=dry)
+        if self.settings.shadow:   # what the resource manager did, beside the plan
+            self.store.record_shadow(round_id, raw)
+        if result.decisions:   # why each job runs, waits or stops: gpufair explain
+            self.store.record_decisions(round_id, result.decisions,
+                                        {j.id: j.owner_uid for j in result.state.jobs})
         if isinstance(self.policy, StatefulPolicy) and not dry:
             # leases, trackers, RNG: what the policy must remember across a restart
             self.store.save_policy_state(name, self.policy.state_dict())
@@ -121,6 +136,8 @@ class Daemon:
                                        "key": result.keys[seq]}})
         if result.actions:
             self.apply_round(round_id)
+        if not dry and result.decisions and isinstance(self.adapter, ShowsReasons):
+            self.adapter.show_reasons(self._reason_lines(result.decisions))
         latency = time.perf_counter() - started
         status = "dry-run" if dry else "done"
         if not self.stopping:
@@ -132,6 +149,24 @@ class Daemon:
         log.info("round %d: %d actions in %.3f s", round_id, len(result.actions), latency,
                  extra={"fields": {**fields, "latency_s": round(latency, 4)}})
         return round_id
+
+    def _reason_lines(self, decisions: dict[str, Decision]) -> dict[str, str]:
+        """Each job's line for its resource manager to show: made when the job's decision
+        changes (its outcome, reason code or guard; a start and the run after it are one
+        decision), and the same line, with the time it was made, until then — so the
+        resource manager is asked once per change, not each time a figure moves."""
+        lines: dict[str, tuple[tuple[str, str, str | None], str]] = {}
+        for job_id, d in decisions.items():
+            running = d.outcome in ("start", "fill", "resume", "run")
+            key = ("running" if running else d.outcome, d.reason.code,
+                   d.by.code if d.by else None)
+            shown = self._shown.get(job_id)
+            if shown is not None and shown[0] == key:
+                lines[job_id] = shown
+            else:
+                lines[job_id] = (key, f"gpufair {time.strftime('%H:%M')}: {d.text()}")
+        self._shown = lines
+        return {job_id: line for job_id, (_, line) in lines.items()}
 
     def requeued_by_gpufair(self, job_id: str, run: int, at: float) -> bool:
         """Whether gpufair itself requeued run ``run`` of the job (at ``at``): its journal says
@@ -167,7 +202,16 @@ class Daemon:
                                           "deferred": held}})
 
     def apply_round(self, round_id: int, *, recovering: bool = False) -> None:
-        """Carry out the journalled actions of a round that are not done yet."""
+        """Carry out the journalled actions of a round that are not done yet.
+
+        The journal is written a batch at a time (:data:`JOURNAL_BATCH` actions): one
+        commit marks the whole batch ``applying`` (with the outcomes of the batch before)
+        before its first action is sent, and the outcomes wait in memory for the next
+        commit. A kill at any point leaves every action that may have been sent
+        ``applying`` or done: on restart each is checked against the resource manager
+        before anything is sent again, as for one action at a time; only the commits are
+        fewer (one per batch rather than two per action, which made most of a large round's
+        journal time, issue 30)."""
         entries = [e for e in self.store.journal(round_id) if e.status in (PLANNED, APPLYING)]
         done_before = self.store.done_keys([e.key for e in entries if e.key], round_id)
         victims = [e.action for e in entries if e.key not in done_before
@@ -176,54 +220,63 @@ class Daemon:
             grace = self.adapter.warn_preemptions(victims)
             if grace:
                 self.sleep(grace)
-        for entry in entries:
-            if self.stopping:
-                return
-            if entry.key in done_before:
-                self.store.mark(round_id, entry.seq, SKIPPED,
-                                f"done in round {done_before[entry.key]} (same incarnation)")
-                continue
-            if recovering or entry.status == APPLYING:
-                try:
-                    effect = self.adapter.check(entry.action)
-                except Unavailable as exc:
-                    self._defer_rest(round_id, entry.seq, str(exc))
+        outcomes: list[tuple[int, str, str]] = []
+        for start in range(0, len(entries), JOURNAL_BATCH):
+            batch = entries[start:start + JOURNAL_BATCH]
+            self.store.mark_many(round_id, outcomes + [(e.seq, APPLYING, "") for e in batch
+                                                       if e.key not in done_before])
+            outcomes = []
+            for entry in batch:
+                if self.stopping:
+                    self.store.mark_many(round_id, outcomes)
                     return
-                if effect is Effect.IN_EFFECT:
-                    self.store.mark(round_id, entry.seq, DONE, "already in effect (recovered)")
-                    log.info("round %d action %d already in effect: %s", round_id, entry.seq,
-                             describe(entry.action, self.words),
-                             extra={"fields": {"event": "recovered", "round": round_id}})
+                if entry.key in done_before:
+                    outcomes.append((entry.seq, SKIPPED, f"done in round "
+                                     f"{done_before[entry.key]} (same incarnation)"))
                     continue
-                if effect is Effect.JOB_GONE:
-                    self.store.mark(round_id, entry.seq, SKIPPED, "job no longer active")
-                    continue
-            self.store.mark(round_id, entry.seq, APPLYING)
-            result = self.adapter.apply_one(entry.action)
-            if result.retry:
-                self.store.mark(round_id, entry.seq, SKIPPED,
-                                f"resource manager unavailable: {result.detail}")
-                self._defer_rest(round_id, entry.seq + 1, result.detail)
-                return
-            status = DONE if result.ok else SKIPPED if result.stale else FAILED
-            self.store.mark(round_id, entry.seq, status, result.detail)
-            self.metrics.count_action(type(entry.action).__name__,
-                                      {DONE: "ok", SKIPPED: "skipped"}.get(status, "failed"))
-            log.log(logging.INFO if result.ok else logging.WARNING, "%s: %s",
-                    describe(entry.action, self.words), result.detail,
-                    extra={"fields": {"event": "applied", "round": round_id, "seq": entry.seq,
-                                      "ok": result.ok}})
-            if self.settings.action_interval_s > 0:
-                self.sleep(self.settings.action_interval_s)
+                if recovering or entry.status == APPLYING:
+                    try:
+                        effect = self.adapter.check(entry.action)
+                    except Unavailable as exc:
+                        self.store.mark_many(round_id, outcomes)
+                        self._defer_rest(round_id, entry.seq, str(exc))
+                        return
+                    if effect is Effect.IN_EFFECT:
+                        outcomes.append((entry.seq, DONE, "already in effect (recovered)"))
+                        log.info("round %d action %d already in effect: %s", round_id,
+                                 entry.seq, describe(entry.action, self.words),
+                                 extra={"fields": {"event": "recovered", "round": round_id}})
+                        continue
+                    if effect is Effect.JOB_GONE:
+                        outcomes.append((entry.seq, SKIPPED, "job no longer active"))
+                        continue
+                result = self.adapter.apply_one(entry.action)
+                if result.retry:
+                    outcomes.append((entry.seq, SKIPPED,
+                                     f"resource manager unavailable: {result.detail}"))
+                    self.store.mark_many(round_id, outcomes)
+                    self._defer_rest(round_id, entry.seq + 1, result.detail)
+                    return
+                status = DONE if result.ok else SKIPPED if result.stale else FAILED
+                outcomes.append((entry.seq, status, result.detail))
+                self.metrics.count_action(type(entry.action).__name__,
+                                          {DONE: "ok", SKIPPED: "skipped"}.get(status, "failed"))
+                log.log(logging.INFO if result.ok else logging.WARNING, "%s: %s",
+                        describe(entry.action, self.words), result.detail,
+                        extra={"fields": {"event": "applied", "round": round_id,
+                                          "seq": entry.seq, "ok": result.ok}})
+                if self.settings.action_interval_s > 0:
+                    self.sleep(self.settings.action_interval_s)
+        self.store.mark_many(round_id, outcomes)
 
     def _defer_rest(self, round_id: int, from_seq: int, why: str) -> None:
         """The resource manager stopped answering: the rest of this round's actions are
         dropped (the next round plans again from a fresh snapshot, rather than acting on
         a stale plan)."""
-        for entry in self.store.journal(round_id):
-            if entry.seq >= from_seq and entry.status in (PLANNED, APPLYING):
-                self.store.mark(round_id, entry.seq, SKIPPED,
-                                f"resource manager unavailable: {why}")
+        self.store.mark_many(round_id, [
+            (entry.seq, SKIPPED, f"resource manager unavailable: {why}")
+            for entry in self.store.journal(round_id)
+            if entry.seq >= from_seq and entry.status in (PLANNED, APPLYING)])
         log.error("round %d: resource manager unavailable, rest of the round dropped: %s",
                   round_id, why, extra={"fields": {"event": "unavailable", "round": round_id}})
 
@@ -279,6 +332,7 @@ class Daemon:
             self.listener = EventListener(self.settings.event_listen, self.settings.event_key)
             log.info("hook events from other hosts on %s:%d", *self.listener.address,
                      extra={"fields": {"event": "listening"}})
+        explainer = self._explain_server(wake.owner[0])
         try:
             self.recover()
             rounds = 0
@@ -293,11 +347,31 @@ class Daemon:
                 ended = time.monotonic()
                 if preemptive:
                     timer = ended + self.settings.round_s
+                    self.next_round_at = time.time() + (timer - time.monotonic())
                 preemptive = self._wait(wake, timer, ended + self.settings.event_min_interval_s)
         finally:
             wake.close()
             if self.listener is not None:
                 self.listener.close()
+            if explainer is not None:
+                explainer.close()
+
+    def _explain_server(self, slurm_user: int) -> ExplainServer | None:
+        """The explain socket, when configured and possible: a daemon that cannot bind it
+        still schedules (explain then says the daemon is unavailable)."""
+        path = self.settings.explain_socket
+        if not path or self.store.path == ":memory:":
+            return None
+        try:
+            uids, gid = admins(self.settings.admin_group, (slurm_user,))
+            server = ExplainServer(path, self.store.path, admin_uids=uids, admin_gid=gid,
+                                   next_round=lambda: self.next_round_at)
+        except (OSError, ValueError) as exc:
+            log.warning("explain socket %s not served: %s", path, exc,
+                        extra={"fields": {"event": "explain_unavailable"}})
+            return None
+        log.info("gpufair explain on %s", path, extra={"fields": {"event": "explain_socket"}})
+        return server
 
     def _wait(self, wake: WakeSocket, timer: float, events_from: float) -> bool:
         """Sleep until the round timer (→ preemptive round) or a change (→ fill-only round).
@@ -334,7 +408,13 @@ class Daemon:
 
     def _changed(self) -> bool:
         """The poll: did jobs or GPUs change since the last round, with a job that may fit on
-        idle GPUs? One snapshot; the resource manager being away is no change."""
+        idle GPUs? One snapshot; the resource manager being away is no change. A resource
+        manager that can tell cheaply that nothing changed since its last read (its
+        ``changed()``, e.g. Slurm over slurmrestd) is asked first; after a round that could
+        not read it (``seen`` None) the poll reads in full, as before."""
+        changed = getattr(self.adapter, "changed", None)
+        if changed is not None and self.seen is not None and not changed():
+            return False
         try:
             raw = self.adapter.snapshot()
         except Unavailable:

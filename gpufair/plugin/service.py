@@ -41,7 +41,7 @@ def live_round(config: Config, *, policy: str | None = None,
     enrichers.append(with_default_profiles)
     name = policy or config.daemon.policy
     return Round(create_policy(name, config.policy_config(name)), config.daemon.rules(),
-                 enrichers=enrichers)
+                 enrichers=enrichers, explain=True)
 
 
 def daemon_profiler(store_path: str) -> Profiler:
@@ -54,9 +54,10 @@ def daemon_profiler(store_path: str) -> Profiler:
 
 def build_daemon(config: Config, adapter: ResourceManager, store: Store, *,
                  policy: str | None = None, profiler: Profiler | None = None,
-                 dry_run: bool = False, metrics: Metrics | None = None) -> Daemon:
+                 dry_run: bool = False, metrics: Metrics | None = None,
+                 shadow: bool = False) -> Daemon:
     d = config.daemon
-    settings = ServiceSettings(round_s=d.round_s, dry_run=dry_run,
+    settings = ServiceSettings(round_s=d.round_s, dry_run=dry_run or shadow, shadow=shadow,
                                action_interval_s=d.action_interval_s, hook_dir=d.hook_dir,
                                event_min_interval_s=d.event_min_interval_s,
                                poll_s=d.poll_s,
@@ -64,7 +65,9 @@ def build_daemon(config: Config, adapter: ResourceManager, store: Store, *,
                                event_key=read_key(d.event_key_file) if d.event_key_file
                                else None,
                                keep_finished_s=config.store.keep_finished_s,
-                               keep_rounds_s=config.store.keep_rounds_s)
+                               keep_rounds_s=config.store.keep_rounds_s,
+                               explain_socket=None if dry_run else d.explain_socket,
+                               admin_group=d.admin_group)
     daemon = Daemon(adapter, live_round(config, policy=policy, profiler=profiler), store,
                     settings, metrics or Metrics())
     daemon.words = words_for(getattr(adapter, "name", None), d.adapter)
@@ -73,14 +76,24 @@ def build_daemon(config: Config, adapter: ResourceManager, store: Store, *,
 
 def serve(config: Config, adapter: ResourceManager, *, dry_run: bool = False,
           policy: str | None = None, max_rounds: int | None = None,
-          verbose: bool = False) -> int:
+          verbose: bool = False, shadow: bool = False) -> int:
+    """The daemon. ``shadow``: beside the resource manager's own scheduler, before gpufair
+    acts (docs/shadow.md) — every round planned as in hard mode, every action recorded and
+    none taken (a recording adapter: nothing is sent, not even a job's reason), and what the
+    resource manager itself did recorded next to the plan in the daemon's store, for
+    ``gpufair shadow-report``. ``adapter`` must read every job (Slurm: soft mode, as no
+    job_submit.lua holds them)."""
     setup_logging(json_lines=config.daemon.log_format == "json", verbose=verbose)
     if dry_run:
         return _serve_dry(config, adapter, policy, max_rounds)
     lock = InstanceLock(config.store.path).acquire()
     store = Store(config.store.path)
     try:
-        daemon = build_daemon(config, adapter, store, policy=policy,
+        if shadow:
+            from gpufair.adapters.recording import RecordingAdapter
+            adapter = RecordingAdapter(adapter)
+            config = replace(config, daemon=replace(config.daemon, mode="hard"))
+        daemon = build_daemon(config, adapter, store, policy=policy, shadow=shadow,
                               profiler=daemon_profiler(config.store.path))
         _run(daemon, config, max_rounds, metrics=True)
     finally:

@@ -29,9 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufair.core.explain import Decision
 from gpufair.errors import InputError, RefusedToStart
 from gpufair.model import (
     Action,
+    ClusterState,
     Migrate,
     Preempt,
     PreemptMode,
@@ -44,7 +46,7 @@ from gpufair.model import (
 log = logging.getLogger("gpufair.store")
 
 #: This gpufair's schema version (``PRAGMA user_version``); bump it with a new migration.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Schema version 1 (gpufair 0.1.0's tables). Frozen: later versions change the schema only
 #: through MIGRATIONS, which a fresh store runs too, so old and new stores cannot drift apart.
@@ -87,8 +89,33 @@ def _to_v1(db: sqlite3.Connection) -> None:
             db.execute(statement)
 
 
+def _to_v2(db: sqlite3.Connection) -> None:
+    """1 → 2: each job's decisions and their reasons (``gpufair explain``), one row per run
+    of rounds with the same outcome, reason code and guard: a job waiting for a day is one
+    row whose last round and figures move on, not 720 rows."""
+    db.execute("""
+CREATE TABLE IF NOT EXISTS decisions (
+  job_id TEXT NOT NULL, from_round INTEGER NOT NULL, to_round INTEGER NOT NULL,
+  from_s REAL NOT NULL, to_s REAL NOT NULL, outcome TEXT NOT NULL, code TEXT NOT NULL,
+  figures TEXT NOT NULL, by_code TEXT, by_figures TEXT, text TEXT NOT NULL,
+  owner_uid INTEGER, PRIMARY KEY (job_id, from_round))""")
+    db.execute("CREATE INDEX IF NOT EXISTS decisions_to_s ON decisions(to_s)")
+    # a shadow run's record of what the resource manager itself did, beside each round's
+    # plan (rounds.plan) and would-be actions (actions): every active job as it was seen,
+    # and the usable GPUs per type (gpufair shadow-report)
+    db.execute("""
+CREATE TABLE IF NOT EXISTS shadow_jobs (
+  round_id INTEGER NOT NULL, t_s REAL NOT NULL, job_id TEXT NOT NULL, tenant TEXT NOT NULL,
+  state TEXT NOT NULL, gpus INTEGER NOT NULL, held INTEGER NOT NULL, arrival_s REAL,
+  start_s REAL, PRIMARY KEY (round_id, job_id))""")
+    db.execute("""
+CREATE TABLE IF NOT EXISTS shadow_gpus (
+  round_id INTEGER NOT NULL, t_s REAL NOT NULL, gpu_type TEXT NOT NULL, total INTEGER NOT NULL,
+  PRIMARY KEY (round_id, gpu_type))""")
+
+
 #: MIGRATIONS[n] takes a store from version n - 1 to n, inside the caller's transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _to_v1}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _to_v1, 2: _to_v2}
 
 
 def schema_version(db: sqlite3.Connection) -> int:
@@ -187,6 +214,7 @@ class Store:
         except BaseException:
             self.db.close()
             raise
+        self._latest: dict[str, tuple[int, tuple[str, str, str | None]]] | None = None
 
     def close(self) -> None:
         self.db.close()
@@ -225,10 +253,21 @@ class Store:
         return round_id
 
     def mark(self, round_id: int, seq: int, status: str, detail: str = "") -> None:
+        self.mark_many(round_id, [(seq, status, detail)])
+
+    def mark_many(self, round_id: int, marks: list[tuple[int, str, str]]) -> None:
+        """Set the status (and detail) of several of a round's actions in one transaction,
+        in order (a later mark of the same action wins). One commit costs a sync of the
+        WAL; a round of thousands of actions committed one mark at a time spent seconds
+        there (issue 30), so the daemon commits a batch's marks together."""
+        if not marks:
+            return
+        now = time.time()
         with self.tx() as db:
-            db.execute("UPDATE actions SET status=?, detail=?, updated_at=?, "
-                       "attempts = attempts + (? = 'applying') WHERE round_id=? AND seq=?",
-                       (status, detail, time.time(), status, round_id, seq))
+            db.executemany("UPDATE actions SET status=?, detail=?, updated_at=?, "
+                           "attempts = attempts + (? = 'applying') WHERE round_id=? AND seq=?",
+                           [(status, detail, now, status, round_id, seq)
+                            for seq, status, detail in marks])
 
     def finish_round(self, round_id: int, latency_s: float | None = None, *,
                      status: str = "done") -> None:
@@ -298,6 +337,79 @@ class Store:
         keys = ("id", "started_at", "finished_at", "policy", "status", "reason", "latency_s")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
+    # ---- decisions and reasons (gpufair explain) ------------------------------------------
+    def record_decisions(self, round_id: int, decisions: Mapping[str, Decision],
+                         owners: Mapping[str, int | None], *, now: float | None = None
+                         ) -> None:
+        """This round's decision of each job: a new row where the outcome, the reason's code
+        or the guard changed since the job's last row, else that row carried on to this
+        round (its figures and text the latest)."""
+        now = time.time() if now is None else now
+        latest = self._latest_decisions()
+        new, carried = [], []
+        for job_id, d in decisions.items():
+            what = (d.outcome, d.reason.code, d.by.code if d.by else None)
+            figures = json.dumps(dict(d.reason.figures), sort_keys=True)
+            by = json.dumps(dict(d.by.figures), sort_keys=True) if d.by else None
+            last = latest.get(job_id)
+            if last is not None and last[1] == what:
+                carried.append((round_id, now, figures, by, d.text(), job_id, last[0]))
+            else:
+                new.append((job_id, round_id, round_id, now, now, *what[:2], figures,
+                            what[2], by, d.text(), owners.get(job_id)))
+                latest[job_id] = (round_id, what)
+        with self.tx() as db:
+            db.executemany("UPDATE decisions SET to_round=?, to_s=?, figures=?, by_figures=?,"
+                           " text=? WHERE job_id=? AND from_round=?", carried)
+            db.executemany("INSERT OR REPLACE INTO decisions(job_id, from_round, to_round, "
+                           "from_s, to_s, outcome, code, figures, by_code, by_figures, text, "
+                           "owner_uid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", new)
+
+    def _latest_decisions(self) -> dict[str, tuple[int, tuple[str, str, str | None]]]:
+        """Job → (first round, (outcome, code, guard)) of its latest row, read once."""
+        if self._latest is None:
+            rows = self.db.execute(
+                "SELECT job_id, MAX(from_round), outcome, code, by_code FROM decisions "
+                "GROUP BY job_id")   # SQLite: the bare columns come from the MAX row
+            self._latest = {r[0]: (int(r[1]), (r[2], r[3], r[4])) for r in rows}
+        return self._latest
+
+    def decisions(self, job_id: str) -> list[dict[str, Any]]:
+        """The job's story, oldest first (empty: gpufair has not decided on it)."""
+        return read_decisions(self.db, job_id)
+
+    # ---- shadow runs (gpufair serve --shadow) ---------------------------------------------
+    def record_shadow(self, round_id: int, state: ClusterState) -> None:
+        """What the resource manager itself did at this round: each active job's state and
+        the GPUs it holds, and the usable GPUs per type (the snapshot before enrichment)."""
+        t = state.time_s
+        with self.tx() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO shadow_jobs(round_id, t_s, job_id, tenant, state, gpus,"
+                " held, arrival_s, start_s) VALUES (?,?,?,?,?,?,?,?,?)",
+                [(round_id, t, j.id, j.tenant, j.state.value, j.gpus, len(j.gpus_held),
+                  j.arrival_s, j.start_s) for j in state.active_jobs()])
+            db.executemany("INSERT OR REPLACE INTO shadow_gpus(round_id, t_s, gpu_type, total)"
+                           " VALUES (?,?,?,?)",
+                           [(round_id, t, g, state.gpu_count(g))
+                            for g in state.gpu_type_names()])
+
+    def shadow_rows(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(jobs, gpus) rows of every shadow round, in round order."""
+        keys = ("round_id", "t_s", "job_id", "tenant", "state", "gpus", "held", "arrival_s",
+                "start_s")
+        jobs = [dict(zip(keys, r, strict=True)) for r in self.db.execute(
+            f"SELECT {', '.join(keys)} FROM shadow_jobs ORDER BY round_id, rowid")]
+        gpus = [dict(zip(("round_id", "t_s", "gpu_type", "total"), r, strict=True))
+                for r in self.db.execute("SELECT round_id, t_s, gpu_type, total FROM "
+                                         "shadow_gpus ORDER BY round_id, gpu_type")]
+        return jobs, gpus
+
+    def plans(self) -> dict[int, dict[str, Any]]:
+        """Each round's plan as journalled (round id → {"assignments", "priorities", ...})."""
+        return {int(r[0]): json.loads(r[1]) for r in
+                self.db.execute("SELECT id, plan FROM rounds ORDER BY id")}
+
     # ---- job history ----------------------------------------------------------------------
     _JOB_KEYS = ("job_id", "tenant", "first_seen", "arrival_s", "state", "attained_s",
                  "waiting_s", "restarts", "last_seen", "finished_at", "exit_code")
@@ -330,6 +442,10 @@ class Store:
             db.execute(f"DELETE FROM actions WHERE round_id IN ({old})", cutoff)
             rounds = db.execute(f"DELETE FROM rounds WHERE id IN ({old})", cutoff).rowcount
             db.execute("DELETE FROM events WHERE ts < ?", cutoff)
+            db.execute("DELETE FROM decisions WHERE to_s < ?", cutoff)
+            for table in ("shadow_jobs", "shadow_gpus"):   # with their rounds
+                db.execute(f"DELETE FROM {table} WHERE round_id NOT IN (SELECT id FROM rounds)")
+        self._latest = None
         return jobs, rounds
 
     def save_jobs(self, rows: list[dict[str, Any]]) -> None:
@@ -376,6 +492,24 @@ class Store:
     def policy_state(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT data FROM policy_state WHERE name=?", (name,)).fetchone()
         return None if row is None else json.loads(row[0])
+
+
+_DECISION_KEYS = ("from_round", "to_round", "from_s", "to_s", "outcome", "code", "figures",
+                  "by_code", "by_figures", "text", "owner_uid")
+
+
+def read_decisions(db: sqlite3.Connection, job_id: str) -> list[dict[str, Any]]:
+    """A job's rows of ``decisions``, oldest first, on any connection to a store (the
+    explain socket's thread reads on a read-only one of its own)."""
+    rows = db.execute(f"SELECT {', '.join(_DECISION_KEYS)} FROM decisions WHERE job_id=? "
+                      "ORDER BY from_round", (job_id,))
+    out = []
+    for r in rows:
+        row = dict(zip(_DECISION_KEYS, r, strict=True))
+        row["figures"] = json.loads(row["figures"])
+        row["by_figures"] = json.loads(row["by_figures"]) if row["by_figures"] else None
+        out.append(row)
+    return out
 
 
 @contextmanager

@@ -12,3 +12,6 @@ class FifoPolicy(OrderingPolicy):
 
     def sort_key(self, job: Job, now: float) -> tuple[float, ...]:
         return (job.arrival_s,)
+
+    def key_figures(self, job: Job, now: float) -> dict[str, float | int | str]:
+        return {"waited_s": round(now - job.arrival_s, 1)}

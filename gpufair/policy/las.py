@@ -33,3 +33,14 @@ class LasPolicy(OrderingPolicy):
 
     def sort_key(self, job: Job, now: float) -> tuple[float, ...]:
         return (bisect.bisect_right(self.thresholds, job.attained_s * job.gpus), job.arrival_s)
+
+    def key_figures(self, job: Job, now: float) -> dict[str, float | int | str]:
+        """Tiresias's terms: the job's queue (0 first) and the attained service that put it
+        there, against the threshold of the next queue down."""
+        attained = job.attained_s * job.gpus
+        level = bisect.bisect_right(self.thresholds, attained)
+        figures: dict[str, float | int | str] = {"queue": level,
+                                                 "attained_gpu_s": round(attained, 1)}
+        if level < len(self.thresholds):
+            figures["next_queue_at_gpu_s"] = self.thresholds[level]
+        return figures

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from gpufair.model import ClusterState, Job, Plan
+from gpufair.model import ClusterState, Job, Plan, Reason
 from gpufair.policy.base import PolicyBase
 from gpufair.policy.placement import capacity_by_type, greedy_walk, held_types, place
 
@@ -21,13 +21,25 @@ class OrderingPolicy(PolicyBase, ABC):
     def sort_key(self, job: Job, now: float) -> tuple[float, ...]:
         """Smaller runs first; ties keep submission order."""
 
+    def key_figures(self, job: Job, now: float) -> dict[str, float | int | str]:
+        """The sort key in words, for the job's reason (each policy names its own)."""
+        return {"sort_key": str(self.sort_key(job, now))}
+
     def schedule(self, state: ClusterState, now: float) -> Plan:
         jobs = sorted(state.active_jobs(), key=lambda j: self.sort_key(j, now))
         picks = greedy_walk(jobs, capacity_by_type(state), held_types(state))
         assignments = place(state, picks)
+
+        def explain() -> dict[str, Reason]:
+            # the walk gives GPUs in this order: a job waits because those before it took them
+            return {j.id: Reason(f"{self.name}.position",
+                                 {"position": rank + 1, "of": len(jobs),
+                                  **self.key_figures(j, now)})
+                    for rank, j in enumerate(jobs)}
+
         return Plan(assignments=assignments,
                     priorities={j.id: -float(rank) for rank, j in enumerate(jobs)},
-                    reason=f"{self.name}: {len(assignments)} jobs in order")
+                    reason=f"{self.name}: {len(assignments)} jobs in order", explain=explain)
 
 
 def best_rate(job: Job) -> float:

@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from gpufair.model import Assignment, ClusterState, Job
 from gpufair.model.host_room import HostRoom
+from gpufair.policy.free_gpus import Candidates, FreeGpus
 
 
 def fastest_type(job: Job, free: dict[str, int], current: str | None = None) -> str | None:
@@ -80,7 +81,7 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     biggest, node_at, type_of = layout.biggest, layout.node_of_gpu, layout.type_of
     taken: set[str] = set()
     used: dict[str, int] = {}   # node -> GPUs taken on it so far
-    free = _FreeGpus(gpus_of, taken, used)
+    free = FreeGpus(gpus_of, taken, used)
     cursor = dict.fromkeys(nodes_of, 0)
     order = sorted(picks, key=lambda p: -p[0].gpus)
     chosen: dict[str, tuple[str, ...]] = {}
@@ -100,14 +101,8 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     for job, gpu_type in newcomers:
         if job.allowed_nodes is not None or job.nodes is not None or \
                 (room is not None and job.host is not None):
-            names = nodes_of.get(gpu_type, ())
-            if job.allowed_nodes is None:   # nodes before the type's cursor have no free GPU
-                at = cursor.get(gpu_type, 0)
-                while at < len(names) and not free.count(names[at]):
-                    at += 1
-                cursor[gpu_type] = at
-                names = names[at:]
-            gpus = constrained_layout(job, names, free, room)
+            # (the type's whole node tuple: its count buckets skip the full nodes)
+            gpus = constrained_layout(job, nodes_of.get(gpu_type, ()), free, room)
             if gpus:
                 free.take(gpus, node_at)
                 chosen[job.id] = gpus
@@ -166,39 +161,6 @@ def _assignment(job_id: str, gpu_ids: tuple[str, ...]) -> Assignment:
     return Assignment(job_id, gpu_ids)
 
 
-class _FreeGpus(Mapping[str, list[str]]):
-    """Node → its GPUs not yet taken in this placement, in the node's own order (what
-    :func:`constrained_layout` reads), over the shared ``taken`` set and ``used`` counts."""
-
-    def __init__(self, gpus_of: Mapping[str, tuple[str, ...]], taken: set[str],
-                 used: dict[str, int]) -> None:
-        self._gpus_of, self._taken, self._used = gpus_of, taken, used
-
-    def __getitem__(self, node: str) -> list[str]:
-        gpus = self._gpus_of[node]
-        if not self._used.get(node):
-            return list(gpus)
-        return [g for g in gpus if g not in self._taken]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._gpus_of)
-
-    def __len__(self) -> int:
-        return len(self._gpus_of)
-
-    def count(self, node: str) -> int:
-        """How many GPUs of ``node`` are still free (without listing them)."""
-        return len(self._gpus_of[node]) - self._used.get(node, 0)
-
-    def take(self, gpus: Iterable[str], node_at: Mapping[str, str]) -> None:
-        taken, used = self._taken, self._used
-        for g in gpus:
-            if g not in taken:
-                taken.add(g)
-                node = node_at[g]
-                used[node] = used.get(node, 0) + 1
-
-
 def _keep(held: Sequence[str], taken: set[str], used: dict[str, int], nodes: Collection[str],
           node_at: Mapping[str, str]) -> bool:
     """Take the GPUs the job holds if every one is usable, not yet taken and on a node of the
@@ -225,26 +187,29 @@ def constrained_layout(job: Job, names: Sequence[str], free: Mapping[str, list[s
                        room: HostRoom | None = None) -> tuple[str, ...]:
     """A layout on the job's allowed nodes, on exactly ``job.nodes`` of them with equal GPUs
     when it asks so (fullest-fitting nodes first, to keep large holes); () if none fits.
+    Without a node count: the first allowed node with room for the whole gang, else the
+    allowed nodes' free GPUs in node order.
 
     With ``room``, a node takes only as many of the job's GPUs as its free CPUs and memory
-    leave room for (the caller charges the room with the layout it keeps)."""
-    allowed = names if job.allowed_nodes is None else \
-        [n for n in names if n in set(job.allowed_nodes)]
+    leave room for (the caller charges the room with the layout it keeps).
+
+    ``free`` is a :class:`FreeGpus` (its count buckets answer without scanning every node)
+    or any node → free GPUs map (scanned in node order): the answers are the same."""
+    allowed = None if job.allowed_nodes is None else _as_set(job.allowed_nodes)
     if room is not None and job.host is None:
         room = None
+    fits = None if room is None else lambda name, gpus: room.fits(job, name, gpus)
+    nodes = free.candidates(names, allowed, fits) if isinstance(free, FreeGpus) else \
+        Candidates(names, allowed, lambda name: len(free[name]), fits)
     if job.nodes is None:
-        # the first node that holds the whole gang, else the gang spread over nodes in order
-        # (each taking what its free GPUs, and with ``room`` its CPUs and memory, allow)
-        counted = getattr(free, "count", None)   # placement's own map counts without listing
-        sizes: list[int] = []
-        for name in allowed:
-            size = counted(name) if counted is not None else len(free[name])
-            if size >= job.gpus and (room is None or room.fits(job, name, job.gpus)):
-                return tuple(free[name][: job.gpus])
-            sizes.append(size)
+        first = nodes.first_fitting(job.gpus)
+        if first is not None:
+            return tuple(free[first][: job.gpus])
+        # the gang spread over nodes in order, each taking what its free GPUs (and with
+        # ``room`` its CPUs and memory) allow
         gpus: list[str] = []
-        for name, size in zip(allowed, sizes, strict=True):
-            take = min(size, job.gpus - len(gpus))
+        for name in nodes.in_order(job.gpus):
+            take = min(nodes.count(name), job.gpus - len(gpus))
             if room is not None:
                 take = room.most(job, name, take)
             gpus.extend(free[name][:take])
@@ -254,8 +219,14 @@ def constrained_layout(job: Job, names: Sequence[str], free: Mapping[str, list[s
     if job.gpus % job.nodes:
         return ()
     per = job.gpus // job.nodes
-    fitting = sorted((n for n in allowed if len(free[n]) >= per
-                      and (room is None or room.fits(job, n, per))), key=lambda n: len(free[n]))
-    if len(fitting) < job.nodes:
+    chosen = nodes.best_fitting(per, job.nodes)
+    if chosen is None:
         return ()
-    return tuple(g for name in fitting[: job.nodes] for g in free[name][:per])
+    return tuple(g for name in chosen for g in free[name][:per])
+
+
+@lru_cache(maxsize=256)
+def _as_set(names: tuple[str, ...]) -> frozenset[str]:
+    """A job's allowed nodes as a set, once per distinct tuple (most jobs of a partition
+    share one: building a set of a thousand names per job and node was issue 30's hot spot)."""
+    return frozenset(names)

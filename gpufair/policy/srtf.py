@@ -30,6 +30,10 @@ class SrtfPolicy(OrderingPolicy):
         remaining = left / rate if left is not None and rate > 0 else math.inf
         return (remaining, job.arrival_s)
 
+    def key_figures(self, job: Job, now: float) -> dict[str, float | int | str]:
+        remaining = self.sort_key(job, now)[0]
+        return {"remaining_s": round(remaining, 1) if math.isfinite(remaining) else "unknown"}
+
     def _best_rate(self, job: Job) -> float:
         """:func:`best_rate`, remembered per (profile object, gang size): it scans the
         profile, and every job is sorted at every decision. Profiles are immutable; the

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from gpufair.model import ClusterState, Job, Plan
+from gpufair.model import ClusterState, Job, Plan, Reason
 from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.placement import capacity_by_type, place
 from gpufair.policy.replan import replan_due, replan_interval, replan_interval_setting
@@ -232,5 +232,17 @@ class TimeFractionPolicy(PolicyBase, ABC):
         picks, priorities = self._walk(jobs, capacity, newcomers_run)
         assignments = place(state, picks)
         self._ran_on = {a.job_id: type_of[a.gpu_ids[0]] for a in assignments}
+        alloc = self._alloc
+
+        def explain() -> dict[str, Reason]:
+            # the LP's time fraction per GPU type, and the walk's priority: the share over
+            # the share received so far (a job that got less than its share goes first)
+            return {j.id: Reason(f"{self.name}.lp_share",
+                                 {**{f"share_{t}": round(x, 4)
+                                     for t, x in alloc.get(j.id, {}).items() if x > 0},
+                                  "priority": round(priorities.get(j.id, 0.0), 4)})
+                    for j in jobs}
+
         return Plan(assignments=assignments, priorities=priorities,
-                    reason=f"{self.name}: {len(assignments)} jobs by time-fraction priority")
+                    reason=f"{self.name}: {len(assignments)} jobs by time-fraction priority",
+                    explain=explain)

@@ -199,21 +199,24 @@ def _typed(source: Path, spec: Table, frame: pd.DataFrame, *, csv: bool) -> pd.D
     for column in frame.columns:
         kind = spec.dtype(column)
         values = frame[column]
-        if kind == "str":
-            out[column] = values.map(lambda v: "" if v is None or v != v else str(v)) \
-                .astype(object)
+        if kind == "str":   # (vectorised: a table can have millions of rows)
+            out[column] = values.fillna("").astype(str).astype(object)
             continue
-        text = values.astype(object)
-        numbers = pd.to_numeric(values, errors="coerce")
-        blank = text.map(lambda v: v is None or v == "" or v != v)
-        bad = numbers.isna() & ~blank
+        if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+            numbers = values.astype("float64")   # Parquet: typed already
+            blank = numbers.isna()
+            bad = pd.Series(False, index=values.index)
+        else:
+            numbers = pd.to_numeric(values, errors="coerce")
+            blank = values.isna() | (values.astype(object) == "")
+            bad = numbers.isna() & ~blank
         if kind == "int":
             bad |= blank | (numbers.notna() & (numbers != numbers.round()))
         if bad.any():
             row = int(bad.to_numpy().nonzero()[0][0])
             raise InputError(str(source), f"{'a whole number' if kind == 'int' else 'a number'}"
                              " expected", line=row + 2 if csv else None, field=column,
-                             value=text.iloc[row])
+                             value=values.iloc[row])
         out[column] = numbers.astype("int64" if kind == "int" else "float64")
     return pd.DataFrame(out, columns=list(frame.columns))
 

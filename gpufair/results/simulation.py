@@ -4,11 +4,12 @@ policy's run is one run of the directory, its rows the simulator's capture."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from gpufair.adapters.simulator.capture import RunCapture
 from gpufair.core.simulation import (
     DEMO_CLUSTER,
     DEMO_THROUGHPUTS,
@@ -17,7 +18,36 @@ from gpufair.core.simulation import (
     SimulationSpec,
     bundled,
 )
+from gpufair.policy.gandiva_fair.tickets import water_fill
 from gpufair.results.writer import ResultsWriter, input_file
+
+
+def fair_shares(capacity: float, demand: Mapping[str, float]) -> dict[str, float]:
+    """Each tenant's max-min fair GPUs: equal shares of ``capacity``, a tenant asking less
+    keeping only its demand and leaving the rest to the others (water filling, the same
+    computation Gandiva_fair's tickets use, with one ticket each). What a report sets a
+    tenant's GPUs against: what it would hold if GPUs were split equally among the tenants
+    that want them."""
+    if capacity <= 0:   # (water_fill's effective tickets would divide by a zero level)
+        return dict.fromkeys(demand, 0.0)
+    shares, _ = water_fill(float(capacity), dict.fromkeys(demand, 1.0), demand)
+    return {tenant: float(shares.get(tenant, 0.0)) for tenant in demand}
+
+
+def tenant_rows(capture: RunCapture) -> list[tuple[float, str, float, float]]:
+    """``tenants.csv``'s rows (without ``run``): each round's GPUs held, and fair share."""
+    rows: list[tuple[float, str, float, float]] = []
+    start = 0
+    samples = capture.tenants
+    while start < len(samples):
+        end = start
+        while end < len(samples) and samples[end][0] == samples[start][0]:
+            end += 1
+        shares = fair_shares(capture.capacity, {row[1]: row[3] for row in samples[start:end]})
+        rows += [(t, tenant, gpus, shares[tenant]) for t, tenant, gpus, _ in
+                 samples[start:end]]
+        start = end
+    return rows
 
 
 def simulation_inputs(spec: SimulationSpec, t0: float) -> dict[str, Any]:
@@ -53,5 +83,5 @@ def write_simulations(out: str | os.PathLike[str], spec: SimulationSpec,
         writer.add_rows("jobs", report.job_rows, run=report.policy)
         writer.add_rows("allocations", capture.allocations, run=report.policy)
         writer.add_rows("cluster", capture.cluster, run=report.policy)
-        writer.add_rows("tenants", capture.tenants, run=report.policy)
+        writer.add_rows("tenants", tenant_rows(capture), run=report.policy)
     return writer.commit()

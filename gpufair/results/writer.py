@@ -123,10 +123,14 @@ class ResultsWriter:
         directory there, never any other directory). Returns ``out``."""
         tables = {name: self._table(spec) for name, spec in TABLES.items()}
         self._check(tables)
-        self.out.parent.mkdir(parents=True, exist_ok=True)
         _refuse_foreign(self.out)
-        staging = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".tmp",
-                                        dir=self.out.parent))
+        try:
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".tmp",
+                                            dir=self.out.parent))
+        except OSError as exc:   # a path the user gave that cannot be written: bad input
+            raise InputError(str(self.out), f"cannot write the results directory here: "
+                             f"{exc.strerror or exc}") from None
         try:
             files: dict[str, str] = {}
             parquet = parquet_available()
@@ -167,8 +171,7 @@ class ResultsWriter:
             elif kind == "float":
                 frame[column] = frame[column].astype("float64")
             else:
-                frame[column] = frame[column].map(lambda v: "" if v is None or (
-                    isinstance(v, float) and math.isnan(v)) else str(v)).astype(object)
+                frame[column] = frame[column].fillna("").astype(str).astype(object)
         return frame
 
     def _check(self, tables: dict[str, pd.DataFrame]) -> None:

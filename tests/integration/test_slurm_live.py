@@ -299,6 +299,30 @@ def test_rest_transport_reads_what_the_cli_reads(cluster: Cluster, tmp_path):
     assert not bad.ok and "Invalid job id" in bad.detail
 
 
+def test_slurmrestd_tells_a_quiet_cluster_from_a_changed_one(cluster: Cluster, tmp_path):
+    """The poll's question (issue 30): with update_time, real slurmrestd 22.05 answers 304
+    while no job or node changed since, and the adapter then needs no read; a submission is
+    a change. A stamp is whole seconds: it is taken a second after the last change."""
+    local = RestTransport(f"unix:{cluster.base / 'run' / 'slurmrestd.sock'}")
+
+    def quiet_stamp() -> float:
+        """A stamp slurmrestd calls unchanged: slurmd pings refresh node records every ~15 s,
+        so a quiet 2 s is waited for (304 on both), not assumed."""
+        for _ in range(10):
+            stamp = time.time() + 1.0
+            time.sleep(2.0)
+            if local.changed_since(stamp) is False:
+                return stamp
+        raise AssertionError("slurmrestd never answered 304 in 20 s")
+
+    stamp = quiet_stamp()
+    cluster.sbatch("poll", tmp_path, gpus_per_node=1, steps=200)
+    assert local.changed_since(stamp) is True
+    stamp = quiet_stamp()
+    cluster.run("scontrol", "update", f"JobId={next(iter(cluster.jobs()))}", "Nice=5")
+    assert local.changed_since(stamp) is True
+
+
 def test_an_expired_slurmrestd_token_is_renewed(cluster: Cluster, tmp_path):
     """Issue 12, item 10: with a 5 s token and no renewal every read fails once it expires;
     with renewal (the daemon as root may mint tokens) reads go on, and the token file is

@@ -1,5 +1,5 @@
 """What a simulated run did, kept for a results directory (``--out``): who held which GPUs
-when, the cluster at each round, and each tenant's GPUs against its fair share.
+when, the cluster at each round, and each tenant's GPUs and demand.
 
 It only reads the simulator's state, at the points where that state changes (an action
 applied, a job finished, a round begun), so a run with a capture decides and measures exactly
@@ -25,28 +25,6 @@ def tenant_of(job: SimJob) -> str:
     return getattr(job.trace, "tenant", None) or DEFAULT_TENANT
 
 
-def fair_shares(capacity: float, demand: Mapping[str, float]) -> dict[str, float]:
-    """Max-min fair GPUs of each tenant: equal shares of ``capacity``, a tenant that needs
-    less than its share keeping only its demand and leaving the rest to the others (water
-    filling). What "its fair share" means when a report sets a tenant's GPUs against it: the
-    GPUs it would hold if GPUs were split equally among the tenants that want them."""
-    shares = dict.fromkeys(demand, 0.0)
-    left = float(capacity)
-    open_ = sorted((d, t) for t, d in demand.items() if d > 0)
-    while open_ and left > 1e-12:
-        even = left / len(open_)
-        need, tenant = open_[0]
-        if need <= even:
-            shares[tenant] = float(need)
-            left -= need
-            open_.pop(0)
-            continue
-        for _, tenant in open_:
-            shares[tenant] = even
-        break
-    return shares
-
-
 class RunCapture:
     """The rows of one simulated run's ``allocations``, ``cluster`` and ``tenants`` tables
     (docs/FORMATS.md §9), times in seconds from the trace's first arrival ``t0``."""
@@ -60,7 +38,8 @@ class RunCapture:
         self.allocations: list[tuple[str, float, float, str, int]] = []
         #: (t_s, gpu_type, total, busy, queued_jobs)
         self.cluster: list[tuple[float, str, int, int, int]] = []
-        #: (t_s, tenant, gpus, fair_share_gpus)
+        #: (t_s, tenant, gpus, demand_gpus): the GPUs a tenant holds and the GPUs its active
+        #: jobs ask for (its fair share is computed from these when the results are written)
         self.tenants: list[tuple[float, str, float, float]] = []
         #: job id → (since, gpu_type, gpus) of the allocation it holds now
         self._open: dict[str, tuple[float, str, int]] = {}
@@ -104,9 +83,8 @@ class RunCapture:
                 queued += 1
         for kind in self.gpu_types:
             self.cluster.append((t, kind, self.totals[kind], busy[kind], queued))
-        shares = fair_shares(self.capacity, demand)
         for tenant in sorted(demand):
-            self.tenants.append((t, tenant, float(held[tenant]), shares[tenant]))
+            self.tenants.append((t, tenant, float(held[tenant]), float(demand[tenant])))
 
     def _drop_samples_at(self, t: float) -> None:
         while self.cluster and self.cluster[-1][0] == t:

@@ -1,13 +1,16 @@
-"""Larger synthetic traces for scaling studies, drawn from a real trace's job mix.
+"""Synthetic traces drawn from a real trace's job mix: larger ones for scaling studies, and
+the regimes of the papers where no public trace fits (docs/FORMATS.md, "Generated traces").
 
 Jobs (type, GPUs, adaptation mode, steps) are resampled from a source trace with replacement
 and arrive as a Poisson process; the default inter-arrival scales the canonical trace's 40 s
-on 32 GPUs to the target cluster, so load per GPU stays the same.
+on 32 GPUs to the target cluster, so load per GPU stays the same. Every generator is a pure
+function of its seed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -38,3 +41,52 @@ def format_trace(jobs: Sequence[TraceJob]) -> str:
             str(j.scale_factor), j.mode.value, f"{j.priority_weight:g}", "-1.000000",
             str(int(j.duration_s or 0)), f"{j.arrival_s:g}"]))
     return "\n".join(lines) + "\n"
+
+
+def generate_heavy_tailed_trace(source: Sequence[TraceJob], num_jobs: int, *, num_gpus: int,
+                                seed: int = 0, mean_gap_s: float | None = None,
+                                sigma: float = 1.5) -> list[TraceJob]:
+    """:func:`generate_trace` with each job's length (steps, and its recorded duration) scaled
+    by a log-normal factor of mean 1 and shape ``sigma``: most jobs shorter, a few many times
+    longer, as in Philly's traces (the AFS paper's regime, where arrivals never stop and
+    length-unaware policies must find the short jobs). The mean factor 1 keeps the offered
+    load of :func:`generate_trace`; ``sigma = 1.5`` puts the median job at a third of the mean
+    and the longest 1 % at about 10x it."""
+    if sigma < 0:
+        raise ValueError("sigma must be >= 0")
+    jobs = generate_trace(source, num_jobs, num_gpus=num_gpus, seed=seed, mean_gap_s=mean_gap_s)
+    rng = np.random.default_rng([seed, 1])   # its own stream: the mix and arrivals stay put
+    factor = rng.lognormal(-sigma * sigma / 2, sigma, len(jobs))
+    return [replace(j, total_steps=max(1, int(j.total_steps * f)),
+                    duration_s=None if j.duration_s is None else j.duration_s * float(f))
+            for j, f in zip(jobs, factor, strict=True)]
+
+
+def generate_tenant_trace(source: Sequence[TraceJob], tenants: int, jobs_per_tenant: float, *,
+                          num_gpus: int, seed: int = 0, tenant_gap_s: float | None = None,
+                          job_gap_s: float = 600.0) -> tuple[list[TraceJob], list[str]]:
+    """Tenants that each own jobs of one type (one job of the source, repeated), about
+    ``jobs_per_tenant`` of them (Poisson, at least 1), and leave when those are done: the OEF
+    paper's JCT experiment (50 tenants x ~20 jobs). Tenants arrive as a Poisson process (mean
+    gap ``tenant_gap_s``, default the per-GPU load of :func:`generate_trace` for the whole
+    tenant), each tenant's jobs ``job_gap_s`` apart on average. Returns the trace in arrival
+    order and each job's tenant (``tenants[i]`` for trace index i): traces name no tenants."""
+    if tenants < 1 or jobs_per_tenant <= 0 or not source:
+        raise ValueError("need tenants, jobs per tenant and a non-empty source trace")
+    rng = np.random.default_rng(seed)
+    gap = tenant_gap_s if tenant_gap_s is not None else 40.0 * 32 / num_gpus * jobs_per_tenant
+    starts = np.concatenate([[0.0], np.cumsum(rng.exponential(gap, tenants - 1))])
+    kinds = rng.integers(0, len(source), tenants)
+    counts = np.maximum(1, rng.poisson(jobs_per_tenant, tenants))
+    drawn = []
+    for t in range(tenants):
+        arrivals = starts[t] + np.concatenate(
+            [[0.0], np.cumsum(rng.exponential(job_gap_s, counts[t] - 1))])
+        drawn += [(float(int(a)), t) for a in arrivals]
+    drawn.sort()
+    jobs, owner = [], []
+    for i, (arrival, t) in enumerate(drawn):
+        jobs.append(replace(source[kinds[t]], index=i, arrival_s=arrival, line=i + 1,
+                            source="<generated>"))
+        owner.append(f"tenant{t:03d}")
+    return jobs, owner

@@ -28,10 +28,12 @@ from gpufair.adapters.slurm.commands import (
 from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.adapters.slurm.token import TokenSource
 from gpufair.adapters.slurm.translate import (
+    REASON_SEP,
     REFUSED_NOTE,
     USER_HOLD_MARK,
     SlurmJobInfo,
     SlurmView,
+    admin_marks,
     block_nodes,
     gpu_use_disagrees,
     mark_fits,
@@ -103,6 +105,13 @@ class SlurmSettings:
     checkpoint_opt_in: str = setting(
         "gpufair:checkpoint", "jobs whose --comment holds this text get the checkpoint signal"
         " (a job that does not handle it would die of it); empty: every job gets it")
+    reason_comment: bool = setting(True, "hard mode: show each managed job's one-line reason"
+                                   " (gpufair explain) in its AdminComment, after the marks")
+    reason_comment_min_interval_s: float = setting(
+        60.0, "update a job's AdminComment reason at most this often (it changes only when"
+        " the job's outcome, reason code or guard does)", ge=0.0)
+    reason_comment_max_per_round: int = setting(
+        50, "AdminComment updates per round at most (the rest wait for later rounds)", ge=1)
 
     def __post_init__(self) -> None:
         if any(not p for p in self.managed_partitions):
@@ -120,6 +129,10 @@ REVOKE_MARGIN_S = 0.05
 REQUEUE_HELD = "job requeued in held state"
 #: how long reconcile()'s view stands in for the round's snapshot read (it is read right after)
 JUDGED_FOR_S = 2.0
+#: :meth:`SlurmAdapter.changed` asks Slurm for changes since this long before the last read:
+#: slurmctld's clock and this host's may differ a little, and a change in the same second as
+#: the read must not look older than it (a change inside the margin costs one full read more)
+CHANGE_MARGIN_S = 5.0
 #: gpufair's note in the admin comment (users cannot change it) of a job it left held for its
 #: owner: ``gpufair:ownerhold=RESTARTS``. Once the owner's release took their hold mark out,
 #: the note says that run is gpufair's again (Slurm still describes it "requeued in held state")
@@ -137,8 +150,12 @@ class SlurmAdapter:
     #: reconcile()'s view when it changed nothing, for the snapshot right after it (monotonic
     #: time it was read): the round then plans on the very state reconcile judged
     _judged: tuple[SlurmView, float] | None = field(default=None, repr=False)
+    #: wall time (this host's) right before the last complete read of jobs and nodes
+    _read_at: float | None = field(default=None, repr=False)
     #: the problems of the last read, logged already (see ``_log_problems``)
     _logged: set[str] = field(default_factory=set, repr=False)
+    #: monotonic time each job's AdminComment reason was last written (the rate limit)
+    _shown_at: dict[str, float] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_settings(cls, settings: SlurmSettings, *, mode: str = "hard") -> SlurmAdapter:
@@ -187,11 +204,27 @@ class SlurmAdapter:
         try:
             for attempt in retrying:
                 with attempt:
-                    return self._consistent_read()
+                    started = time.time()   # Slurm's clock domain, never the injected clock
+                    documents = self._consistent_read()
+                    self._read_at = started
+                    return documents
         except TransportError as exc:
             log.warning("slurm read failed %d times: %s", self.settings.retries, exc)
             raise SlurmUnavailable(str(exc)) from exc
         raise AssertionError("unreachable: tenacity returns or raises")
+
+    def changed(self) -> bool:
+        """Whether jobs or nodes may have changed since the last read: False only when the
+        transport can ask slurmctld (slurmrestd's ``update_time``) and it says nothing did.
+        The daemon's poll asks this first, so a quiet cluster is neither read in full nor
+        translated every ``poll_s`` (issue 30). The CLI has no such question: always True."""
+        probe = getattr(self.transport, "changed_since", None)
+        if probe is None or self._read_at is None:
+            return True
+        try:
+            return bool(probe(self._read_at - CHANGE_MARGIN_S))
+        except TransportError:
+            return True   # the full read that follows reports it
 
     def _consistent_read(self) -> tuple[dict, dict]:
         """One squeue and one sinfo that agree on who holds which GPU, or the last pair read
@@ -298,7 +331,8 @@ class SlurmAdapter:
                     log.warning("job %s requeued outside gpufair, not held again: %s",
                                 job.id, result.detail)
             elif info.held and info.description == REQUEUE_HELD and ours is not None \
-                    and f"{OWNER_HOLD_NOTE}{job.restarts}" not in info.admin_comment.split() \
+                    and f"{OWNER_HOLD_NOTE}{job.restarts}" not in \
+                    admin_marks(info.admin_comment).split() \
                     and not ours(job.id, job.restarts - 1, job.arrival_s):
                 marked = self._leave_to_owner(info.control_id, job.restarts) or marked
         rehold = self._rehold_stranded(view)
@@ -374,8 +408,10 @@ class SlurmAdapter:
         translation keeps it out of the plan for a while (a limit lasts until other jobs end;
         offered again at once, it would be released and refused round after round). The note
         lives in Slurm, so a dry run, a restarted daemon and ``gpufair explain`` see it."""
-        words = [w for w in info.admin_comment.split() if not w.startswith(REFUSED_NOTE)]
-        note = " ".join([*words, f"{REFUSED_NOTE}{info.reason}@{self.clock():.0f}"])
+        marks = admin_marks(info.admin_comment)   # a reason shown after the marks stays
+        words = [w for w in marks.split() if not w.startswith(REFUSED_NOTE)]
+        note = " ".join([*words, f"{REFUSED_NOTE}{info.reason}@{self.clock():.0f}"]) + \
+            info.admin_comment[len(marks):]
         result = self.transport.control("update", info.record_id, {"AdminComment": note})
         level = logging.WARNING if result.ok else logging.ERROR
         log.log(level, "job %s: Slurm refused to start it where gpufair released it (%s): "
@@ -399,8 +435,9 @@ class SlurmAdapter:
             return True   # changed since the view, or held some other way: not this case
         comment = str(fresh.get("comment") or "")
         admin = str(fresh.get("admin_comment") or "")
-        # once per run (reconcile checks it); an earlier run's note goes
-        words = [w for w in admin.split() if not w.startswith(OWNER_HOLD_NOTE)]
+        # once per run (reconcile checks it); an earlier run's note goes; a reason stays after
+        marks, reason = admin_marks(admin), admin[len(admin_marks(admin)):]
+        words = [w for w in marks.split() if not w.startswith(OWNER_HOLD_NOTE)]
         fields = {}
         if USER_HOLD_MARK not in comment.split():
             if mark_fits(comment):
@@ -408,7 +445,7 @@ class SlurmAdapter:
                     else USER_HOLD_MARK
             elif USER_HOLD_MARK not in words:   # no room: where job_submit.lua keeps it then
                 words.append(USER_HOLD_MARK)
-        fields["AdminComment"] = " ".join([*words, f"{OWNER_HOLD_NOTE}{restarts}"])
+        fields["AdminComment"] = " ".join([*words, f"{OWNER_HOLD_NOTE}{restarts}"]) + reason
         result = self.transport.control("update", job_id, fields)
         if result.ok:
             log.warning("job %s was requeued held by its owner, not by gpufair: left held "
@@ -418,6 +455,49 @@ class SlurmAdapter:
             log.warning("job %s requeued held outside gpufair, not marked as its owner's "
                         "hold: %s", job_id, result.detail)
         return True
+
+    # ---- reasons where users look ---------------------------------------------------------
+    def show_reasons(self, lines: Mapping[str, str]) -> int:
+        """Each managed job's reason in its AdminComment, after job_submit.lua's marks and
+        :data:`REASON_SEP`: users see it in ``squeue -O AdminComment`` and ``scontrol show
+        job``, and cannot change it (Slurm lets only operators set the admin comment, and
+        the marks before the separator are all gpufair reads).
+
+        slurmctld is asked only where the comment does not show the line yet (compared with
+        the round's own view: no extra read), and for each job at most once per
+        ``reason_comment_min_interval_s``; a refused update is logged and tried again at a
+        later round. The daemon hands the same line until the job's decision changes."""
+        view = self.last_view
+        if not (self.settings.reason_comment and self.hard) or view is None:
+            return 0
+        now = time.monotonic()
+        gap = self.settings.reason_comment_min_interval_s
+        live = set(view.jobs)
+        self._shown_at = {j: t for j, t in self._shown_at.items() if j in live}
+        asked = 0
+        for job_id, line in lines.items():
+            info = view.jobs.get(job_id)
+            if info is None or not info.managed or info.record:
+                # (a pending array task still in its array's record: an update of the task
+                # would split it out of the record, which only its start should do)
+                continue
+            wanted = admin_marks(info.admin_comment).rstrip() + REASON_SEP + _one_line(line)
+            last = self._shown_at.get(job_id)
+            if wanted == info.admin_comment or (last is not None and now - last < gap):
+                continue
+            if asked >= self.settings.reason_comment_max_per_round:
+                break
+            self._shown_at[job_id] = now
+            asked += 1
+            try:
+                result = self.transport.control("update", info.control_id,
+                                                {"AdminComment": wanted})
+            except (TransportError, ValueError) as exc:
+                log.warning("job %s: reason not shown: %s", job_id, exc)
+                continue
+            if not result.ok:
+                log.warning("job %s: reason not shown: %s", job_id, result.detail)
+        return asked
 
     # ---- write side -----------------------------------------------------------------------
     def warn_preemptions(self, actions: Sequence[Action]) -> float:
@@ -747,3 +827,14 @@ def stranded(view: SlurmView) -> list[str]:
     drained in Slurm, or Slurm refuses it for a reason a wait does not cure (see
     :func:`starting_places`)."""
     return [job_id for job_id, gpus in starting_places(view).items() if gpus == ()]
+
+
+#: The longest reason an AdminComment gets (Slurm keeps more; squeue columns do not).
+REASON_MAX = 200
+
+
+def _one_line(text: str) -> str:
+    """One printable line without the separator: job and tenant names are users' words."""
+    clean = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    clean = clean.replace(REASON_SEP.strip(), "/")
+    return clean if len(clean) <= REASON_MAX else clean[:REASON_MAX - 1] + "…"

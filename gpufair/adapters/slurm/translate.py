@@ -63,6 +63,17 @@ JOB_STATES: dict[str, JobState | None] = {
 }
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job requeued in held state"})
 MANAGED_MARK = "gpufair:managed"
+#: Where gpufair's one-line reason starts in a managed job's admin comment (docs/explain.md):
+#: ``gpufair:managed [nodelist=...] [gpufair:ownerhold=N] | gpufair 12:02: waiting — ...``.
+#: Only the words before it are marks; the reason after it is never read as one.
+REASON_SEP = " | "
+
+
+def admin_marks(admin_comment: str) -> str:
+    """The marks part of an admin comment: what job_submit.lua and gpufair's notes wrote,
+    without the reason shown after :data:`REASON_SEP` (whose words come from job and tenant
+    names, and so must never pass for a mark)."""
+    return admin_comment.split(REASON_SEP, 1)[0]
 #: The owner's own hold of a managed job (``sbatch --hold``, ``scontrol hold``), a word of the
 #: job's comment that job_submit.lua keeps (the admin comment cannot hold it: Slurm refuses a
 #: user's update that changes it, even when the lua does). The owner's ``scontrol release``
@@ -175,6 +186,8 @@ def fix_nice(value: Any) -> int:
 def _as_number(value: Any, key: str, lo: float, hi: float, *, integral: bool = False
                ) -> float | None:
     """A number field: None when absent or unset; raises :class:`Malformed` otherwise."""
+    if type(value) is int and lo <= value <= hi:   # most fields: checked without the ABCs
+        return float(value)                        # (floats hold these ints exactly)
     if isinstance(value, Mapping):  # later openapi versions: {"set":..,"infinite":..,"number":..}
         if not value.get("set", True) or value.get("infinite"):
             return None
@@ -215,6 +228,8 @@ def _text(raw: Mapping[str, Any], key: str) -> str:
 
 def clean_text(text: str) -> str:
     """``text`` with lone surrogates as U+FFFD: it then always encodes as UTF-8."""
+    if text.isascii():   # most fields, and no surrogate is ASCII: no regex pass needed
+        return text
     return _SURROGATES.sub("\ufffd", text)
 
 
@@ -393,6 +408,9 @@ class _Site:
     job_states: Mapping[str, str] = field(default_factory=dict)   # for dependencies
     #: array job id → (its tasks running or released, its ``%N`` limit): see ``_array_load``
     arrays: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    #: (partitions, features, excluded nodes, own node list) → allowed nodes, filled as jobs
+    #: are read (see ``_allowed_nodes``)
+    allowed: dict[tuple[Any, ...], tuple[str, ...] | None] = field(default_factory=dict)
 
 
 def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
@@ -624,7 +642,7 @@ def _on_hold(raw_state: str, reason: str, priority: float | None) -> bool:
 
 def _managed(raw: Mapping[str, Any]) -> bool:
     """Marked by job_submit.lua as gpufair's to start (users cannot change the mark)."""
-    return MANAGED_MARK in _text(raw, "admin_comment")
+    return MANAGED_MARK in admin_marks(_text(raw, "admin_comment"))
 
 
 def _elastic(job: Job, raw: Mapping[str, Any], problems: list[str], where: str) -> Job:
@@ -673,25 +691,17 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job
         if never is not None:
             raise NeverMet(f"its dependency can never be met ({_show(never)})")
         raise NotRunnable(f"waits for a dependency ({_show(dependency)})")
-    allowed: set[str] | None = None
-    parts = [p for p in _text(raw, "partition").split(",") if p in site.partitions]
-    if parts:
-        allowed = set().union(*(site.partitions[p] for p in parts))
+    parts = tuple(p for p in _text(raw, "partition").split(",") if p in site.partitions)
     wanted = _text(raw, "features")
-    if wanted:
-        if not _SIMPLE_FEATURES.match(wanted):
-            raise Unmodelled(f"--constraint {_show(wanted)} is more than a list of features")
-        need = set(re.split(r"[&,]", wanted))
-        having = {n for n, f in site.features.items() if need <= f}
-        allowed = having if allowed is None else allowed & having
-    excluded = set(_hostlist(raw, "excluded_nodes"))
-    if excluded:
-        allowed = (set(site.features) if allowed is None else allowed) - excluded
+    if wanted and not _SIMPLE_FEATURES.match(wanted):
+        raise Unmodelled(f"--constraint {_show(wanted)} is more than a list of features")
+    excluded = _hostlist(raw, "excluded_nodes")
     asked = _user_nodelist(raw)
-    nodes = job.nodes
-    if asked:
-        allowed = set(asked) if allowed is None else allowed & set(asked)
-        nodes = len(asked)
+    key = (parts, wanted, excluded, asked)
+    if key not in site.allowed:
+        site.allowed[key] = _allowed_nodes(site, parts, wanted, excluded, asked)
+    allowed = site.allowed[key]
+    nodes = len(asked) if asked else job.nodes
     per_node = parse_gpu_entries(_text(raw, "tres_per_node"))
     if per_node:
         nodes = _int(raw, "node_count") or 1
@@ -699,8 +709,28 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job
     if typed is None:
         per_job = parse_gpu_entries(_text(raw, "tres_per_job"))
         typed = per_job[0].gpu_type if per_job else None
-    return replace(job, allowed_nodes=None if allowed is None else tuple(sorted(allowed)),
-                   nodes=nodes, gpu_types=(typed,) if typed else None)
+    return replace(job, allowed_nodes=allowed, nodes=nodes,
+                   gpu_types=(typed,) if typed else None)
+
+
+def _allowed_nodes(site: _Site, parts: tuple[str, ...], wanted: str, excluded: Sequence[str],
+                   asked: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The nodes a job may run on (sorted; None: any), from its partitions, features,
+    excluded nodes and own node list. Jobs share a few such combinations, so the translation
+    keeps one tuple per combination (``_Site.allowed``): computing and sorting a site's
+    thousand node names for each of ten thousand jobs was most of a round's translation."""
+    allowed: set[str] | None = None
+    if parts:
+        allowed = set().union(*(site.partitions[p] for p in parts))
+    if wanted:
+        need = set(re.split(r"[&,]", wanted))
+        having = {n for n, f in site.features.items() if need <= f}
+        allowed = having if allowed is None else allowed & having
+    if excluded:
+        allowed = (set(site.features) if allowed is None else allowed) - set(excluded)
+    if asked:
+        allowed = set(asked) if allowed is None else allowed & set(asked)
+    return None if allowed is None else tuple(sorted(allowed))
 
 
 #: the reason of a hold by an administrator (root's ``scontrol hold``). gpufair's own holds are
@@ -859,7 +889,7 @@ def dependency_never_met(text: str, states: Mapping[str, str]) -> str | None:
 def _user_nodelist(raw: Mapping[str, Any]) -> tuple[str, ...]:
     """The user's own --nodelist, as job_submit.lua recorded it at submission (gpufair itself
     rewrites the job's required nodes when it pins it, so those are not the user's)."""
-    for word in _text(raw, "admin_comment").split():
+    for word in admin_marks(_text(raw, "admin_comment")).split():
         if word.startswith("nodelist="):
             return tuple(expand_hostlist(word.removeprefix("nodelist=")))
     return ()

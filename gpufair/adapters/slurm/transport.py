@@ -21,6 +21,7 @@ import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, Protocol
 
 from gpufair.adapters.slurm.token import TokenSource
@@ -271,6 +272,19 @@ class RestTransport:
 
     def read_nodes(self) -> dict[str, Any]:
         return self._read("/nodes", "nodes")
+
+    def changed_since(self, since: float) -> bool:
+        """Whether slurmctld's jobs or nodes changed at or after ``since`` (epoch seconds, its
+        clock). Asked with ``update_time``: slurmctld compares it with the time of its last
+        change of any job (node) and, when there was none, slurmrestd answers 304 Not
+        Modified without a body, so a quiet cluster costs two small replies, not documents
+        of every job. Any other answer counts as a change (the caller then reads in full)."""
+        stamp = int(since)
+        for path in (f"/jobs?update_time={stamp}", f"/nodes?update_time={stamp}"):
+            status, _ = self.request("GET", path)
+            if status != HTTPStatus.NOT_MODIFIED:
+                return True
+        return False
 
     def control(self, verb: str, job_id: str, fields: Mapping[str, str] | None = None
                 ) -> CommandResult:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufair.errors import InputError
-from gpufair.model import Assignment, ClusterState, Job, JobState, Plan
+from gpufair.model import Assignment, ClusterState, Job, JobState, Plan, Reason
+from gpufair.model.records import Figure
 from gpufair.policy.afs.allocation import (
     AFS_L,
     AFS_P,
@@ -123,10 +124,12 @@ class AfsPolicy(PolicyBase):
             assignments += [Assignment(k, placed[k]) for k in wanted if k in placed]
         order = {a.job_id: i for i, a in enumerate(assignments)}
         ranked = sorted(active, key=lambda j: (order.get(j.id, len(order)), j.arrival_s, j.id))
+        rungs = self._rungs
         return Plan(tuple(assignments),
                     priorities={j.id: -float(rank) for rank, j in enumerate(ranked)},
                     reason=f"afs ({self.options.mode}): {len(assignments)} jobs, "
-                           f"{sum(len(a.gpu_ids) for a in assignments)} GPUs")
+                           f"{sum(len(a.gpu_ids) for a in assignments)} GPUs",
+                    explain=lambda: _explain(active, counts, rungs))
 
     def _rng(self, active: list[Job], pinned: Mapping[str, object] | None = None
              ) -> random.Random:
@@ -282,6 +285,33 @@ class AfsPolicy(PolicyBase):
                 pinned[key] = current[key]
             counts = self._allocate_all(pools, active, current, self._rng(active, pinned),
                                         pinned)
+
+
+def _explain(active: list[Job], counts: Mapping[str, tuple[str, int]],
+             rungs: Mapping[str, Mapping[str, Rung]]) -> dict[str, Reason]:
+    """AFS's terms: the job's share ladder on its GPU type (the GPU counts it has rates
+    for), the rung it got, and the gain of its next rung, (p' - p) / p', which rule (3)
+    weighs against the other jobs' when it hands out one more GPU."""
+    out = {}
+    for job in active:
+        gpu_type, count = counts.get(job.id, ("", 0))
+        ladders = rungs.get(job.id, {})
+        ladder = ladders.get(gpu_type) or next(iter(ladders.values()), None)
+        if ladder is None:
+            out[job.id] = Reason("afs.no_ladder", {"gpus": job.gpus})
+            continue
+        figures: dict[str, Figure] = {"gpus": count,
+                                      "ladder": "/".join(map(str, ladder.counts))}
+        if gpu_type:
+            figures["gpu_type"] = gpu_type
+        higher = [i for i, c in enumerate(ladder.counts) if c > count]
+        if higher:
+            i = higher[0]
+            now_rate = ladder.rates[i - 1] if i > 0 else 0.0
+            figures["next_rung"] = ladder.counts[i]
+            figures["next_rung_gain"] = round((ladder.rates[i] - now_rate) / ladder.rates[i], 4)
+        out[job.id] = Reason("afs.share" if count else "afs.no_share", figures)
+    return out
 
 
 def _by_type(counts: Mapping[str, tuple[str, int]]) -> dict[str, dict[str, int]]:

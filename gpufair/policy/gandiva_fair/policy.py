@@ -18,13 +18,23 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from gpufair.errors import InputError
-from gpufair.model import Assignment, ClusterState, Job, JobState, NodeState, Plan, node_of
+from gpufair.model import (
+    Assignment,
+    ClusterState,
+    Job,
+    JobState,
+    NodeState,
+    Plan,
+    Reason,
+    node_of,
+)
+from gpufair.model.records import Figure
 from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.gandiva_fair.pools import PoolView, spread
 from gpufair.policy.gandiva_fair.stride import Entry, central_select, gang_stride, join_pass
@@ -192,7 +202,15 @@ class GandivaFairPolicy(PolicyBase):
         # back as they were, in their places (dict order breaks ties), for the next round
         self.home = _merged(order[0], self.home, homes)
         self.selection = _merged(order[1], self.selection, chosen)
-        return plan
+        others = plan.explain
+        if others is None:
+            return plan
+
+        def explain() -> dict[str, Reason]:
+            rest = {j: Reason("gandiva_fair.resting", {"pool": homes[j].pool})
+                    for j in resting}
+            return {**others(), **rest}
+        return replace(plan, explain=explain)
 
     def _schedule(self, state: ClusterState, now: float, jobs: dict[str, Job], layout,
                   caps: dict[str, int], pool_servers: dict[str, list[str]]) -> Plan:
@@ -235,7 +253,29 @@ class GandivaFairPolicy(PolicyBase):
         return Plan(assignments=assignments,
                     priorities={j: -float(i) for i, j in enumerate(order)},
                     reason=f"gandiva_fair: {what}, {len(assignments)} jobs run, {moved} moved,"
-                           f" {traded} trades, quantum {self.quantum_s:g} s")
+                           f" {traded} trades, quantum {self.quantum_s:g} s",
+                    explain=lambda: self._explain(jobs, tickets, set(self.selection)))
+
+    def _explain(self, jobs: Mapping[str, Job], tickets: Mapping[str, float],
+                 selected: set[str]) -> dict[str, Reason]:
+        """Gandiva_fair's terms: the user's tickets, the job's stride pass in its GPU type's
+        pool (the lowest passes run this quantum), and the user's standing GPU trades."""
+        out = {}
+        for job_id, job in jobs.items():
+            home = self.home.get(job_id)
+            if home is None:
+                out[job_id] = Reason("gandiva_fair.no_pool", {"tickets": tickets[job.tenant]})
+                continue
+            stride_pass = self.local_pass.get(job_id, self.central_pass.get(job_id))
+            figures: dict[str, Figure] = {"tickets": tickets[job.tenant], "pool": home.pool}
+            if stride_pass is not None:
+                figures["pass"] = round(stride_pass, 4)
+            trades = sum(job.tenant in (t.buyer, t.seller) for t in self.trades)
+            if trades:
+                figures["trades"] = trades
+            out[job_id] = Reason("gandiva_fair.stride_selected" if job_id in selected
+                                 else "gandiva_fair.stride_waiting", figures)
+        return out
 
     # -- users, types, speeds ---------------------------------------------------------------
     def _tickets(self, state: ClusterState, users: list[str]) -> dict[str, float]:

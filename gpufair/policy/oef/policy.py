@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from gpufair.errors import InputError
-from gpufair.model import ClusterState, Job, Plan
+from gpufair.model import ClusterState, Job, Plan, Reason
+from gpufair.model.records import Figure
 from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.oef.fastpath import solve_non_cooperative_fast
 from gpufair.policy.oef.lp import (
@@ -122,6 +123,38 @@ class RoundView:
             for t, x in zip(self.types, row, strict=True):
                 mine[t] += float(x)
         return out
+
+
+def _explain(view: RoundView, active: Sequence[Job], chosen: set[str],
+             capacity: Mapping[str, int]) -> dict[str, Reason]:
+    """OEF's terms: the tenant's LP share of each GPU type and the whole GPUs its rounding
+    gives this round, beside the tenant's weighted equal split of each type — the bound of
+    sharing incentive (no tenant is worse off than with its split alone)."""
+    shares = view.tenant_shares()
+    weights: dict[str, float] = {}
+    for v in view.tenants:
+        weights[v.tenant] = weights.get(v.tenant, 0.0) + v.weight
+    total = sum(weights.values()) or 1.0
+    real: dict[str, dict[str, int]] = {}
+    for v, row in zip(view.tenants, view.real, strict=True):
+        mine = real.setdefault(v.tenant, {})
+        for t, n in zip(view.types, row.tolist(), strict=True):
+            mine[t] = mine.get(t, 0) + int(n)
+    backfilled = set(view.backfilled)
+    out = {}
+    for job in active:
+        if job.tenant not in shares:
+            out[job.id] = Reason("oef.no_known_rate", {"gpus": job.gpus})
+            continue
+        figures: dict[str, Figure] = {"tenant": job.tenant}
+        for t in view.types:
+            figures[f"share_{t}"] = round(shares[job.tenant][t], 3)
+            figures[f"gpus_{t}"] = real[job.tenant].get(t, 0)
+            figures[f"equal_split_{t}"] = round(weights[job.tenant] / total * capacity[t], 3)
+        code = ("oef.backfilled" if job.id in backfilled else "oef.in_share"
+                if job.id in chosen else "oef.over_share")
+        out[job.id] = Reason(code, figures)
+    return out
 
 
 def reference_type(jobs: Sequence[Job], types: Sequence[str]) -> str | None:
@@ -253,7 +286,10 @@ class OefPolicy(PolicyBase):
         tenants = self.virtual_tenants(state, types, capacity)
         if not tenants:
             self.view = RoundView(types)
-            return Plan(reason=f"oef({self.options.mode}): no runnable job")
+            waiting = state.active_jobs()
+            return Plan(reason=f"oef({self.options.mode}): no runnable job",
+                        explain=lambda: {j.id: Reason("oef.no_known_rate", {"gpus": j.gpus})
+                                         for j in waiting})
         m = np.array([capacity[t] for t in types], dtype=float)
         shares = self._solve(tenants, m)
         new_round = self._round_at is None or now - self._round_at >= self.options.round_s - _EPS
@@ -280,10 +316,12 @@ class OefPolicy(PolicyBase):
         priorities = {j.id: (2.0 if j.id in chosen and j.id not in backfilled else
                              1.0 if j.id in chosen else 0.0)
                       for v in tenants for j in v.jobs}
+        view, active_jobs = self.view, state.active_jobs()
         return Plan(assignments=assignments, priorities=priorities,
                     reason=f"oef({self.options.mode}): {len(assignments)} jobs on the shares "
                     f"of {len({v.tenant for v in tenants})} tenants, "
-                    f"{len(backfilled)} backfilled")
+                    f"{len(backfilled)} backfilled",
+                    explain=lambda: _explain(view, active_jobs, chosen, capacity))
 
     def _starvation_order(self, jobs: Sequence[Job], now: float, running_first: bool,
                           held: Mapping[str, str]) -> list[Job]:

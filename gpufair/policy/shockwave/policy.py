@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from gpufair.model import ClusterState, Job, Plan
+from gpufair.model import ClusterState, Job, Plan, Reason
 from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.placement import capacity_by_type, greedy_walk, held_types, place
 from gpufair.policy.replan import replan_due, replan_interval, replan_interval_setting
@@ -397,10 +397,12 @@ class ShockwavePolicy(PolicyBase):
         picks = greedy_walk([v.job for v in planned + rest] + unplannable, capacity,
                             held_types(state))
         assignments = place(state, picks)
+        plan, first = st.plan, elapsed_rounds
         return Plan(assignments=assignments,
                     priorities={i: v.rho_hat for i, v in views.items()},
                     reason=f"shockwave: {len(planned)} planned, "
-                           f"{len(assignments) - min(len(planned), len(assignments))} filled")
+                           f"{len(assignments) - min(len(planned), len(assignments))} filled",
+                    explain=lambda: _explain(jobs, views, plan, first))
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -414,6 +416,28 @@ def _log(util: np.ndarray, bases: Sequence[float]) -> np.ndarray:
 
 def _runs(row: list[bool] | None, t: int) -> bool:
     return bool(row) and t < len(row) and row[t]
+
+
+def _explain(jobs: Sequence[Job], views: Mapping[str, JobView], plan: Mapping[str, list[bool]],
+             now_round: int) -> dict[str, Reason]:
+    """Shockwave's terms: the job's budget in the market (from its predicted finish-time
+    fairness ρ̂), and the rounds of the planning window the market gave it — this one or
+    not, and how many are left. A job the market cannot see (no known rate, larger than the
+    cluster) only fills what the plan leaves."""
+    out = {}
+    for job in jobs:
+        view = views.get(job.id)
+        if view is None:
+            out[job.id] = Reason("shockwave.unplannable", {"gpus": job.gpus})
+            continue
+        row = plan.get(job.id) or []
+        left = row[now_round:]
+        out[job.id] = Reason(
+            "shockwave.planned" if _runs(row, now_round) else "shockwave.not_planned",
+            {"budget": round(view.weight, 4), "rho_hat": round(view.rho_hat, 4),
+             "planned_rounds_left": sum(left), "window_rounds_left": len(left),
+             "remaining_s": round(view.remaining_s, 1)})
+    return out
 
 
 def _mip_backend(backend: str) -> str:

@@ -42,7 +42,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpufair.model import Assignment, ClusterState, Job, Plan
+from gpufair.model import Assignment, ClusterState, Job, Plan, Reason
+from gpufair.model.records import Figure
 from gpufair.policy.base import PolicyBase, PolicyConfig
 from gpufair.policy.placement import constrained_layout
 from gpufair.policy.themis.agent import Agent, AppView, Offer, Pool, launch_order
@@ -137,6 +138,7 @@ class ThemisPolicy(PolicyBase):
         self.rng = random.Random(self.config.seed)
         self.rounds: list[RoundLog] = []
         self.keep_log = s.keep_log
+        self._last_auction: RoundLog | None = None   # the last call's auction, for reasons
 
     # -- persistence ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -166,6 +168,7 @@ class ThemisPolicy(PolicyBase):
         offered = [g for g in topology.machine_of if g not in kept_gpus]
         views = self._views(apps, kept, now, state.gpu_count())
         grants: dict[str, tuple[str, ...]] = {}
+        self._last_auction = None
         if offered and any(v.waiting for v in views.values()):
             grants = self._auction(views, Offer.of(offered, topology), active, now)
         for job_id, gpus in grants.items():
@@ -173,8 +176,45 @@ class ThemisPolicy(PolicyBase):
                 self.leases[g] = (job_id, now + self.settings.lease_s)
         assignments = [Assignment(j, g) for j, g in kept.items()]
         assignments += [Assignment(j, g) for j, g in grants.items()]
+        auction = self._last_auction
         return Plan(assignments=tuple(assignments),
-                    reason=f"themis: {len(kept)} leases kept, {len(grants)} jobs granted")
+                    reason=f"themis: {len(kept)} leases kept, {len(grants)} jobs granted",
+                    explain=lambda: self._explain(active, kept, grants, views, auction,
+                                                  len(offered), now))
+
+    def _explain(self, active: Sequence[Job], kept: Mapping[str, tuple[str, ...]],
+                 grants: Mapping[str, tuple[str, ...]], views: Mapping[str, AppView],
+                 auction: RoundLog | None, offered: int, now: float) -> dict[str, Reason]:
+        """Themis's terms: a lease still running; or the app's finish-time fairness ρ and
+        the auction — won (the bundle it bid for and the share c it kept after the hidden
+        payment), leftover GPUs, lost to the winners, or not among the worst-ρ bidders."""
+        rho = {app: round(self.agent.rho_current(view, now), 4) for app, view in views.items()}
+        out = {}
+        for job in active:
+            app = app_key(job)
+            if job.id in kept:
+                ends = min(self.leases[g][1] for g in kept[job.id])
+                out[job.id] = Reason("themis.lease", {"lease_left_s": round(ends - now, 1)})
+                continue
+            figures: dict[str, Figure] = {"rho": rho[app]}
+            if auction is None:
+                code = "themis.no_free_gpus" if offered == 0 else "themis.no_auction"
+            elif job.id in grants and app in auction.winners:
+                code = "themis.won_auction"
+                figures.update(bundle_gpus=auction.winners[app], c=round(auction.c[app], 4),
+                               kept_gpus=auction.kept[app])
+            elif job.id in grants:
+                code = "themis.leftover"
+            elif app in auction.bidders:
+                code = "themis.lost_auction"
+                figures["winners"] = ",".join(sorted(auction.winners)) or "none"
+            else:
+                code = "themis.not_bidding"
+                figures.update(bidders=len(auction.bidders), f=self.settings.f,
+                               worst_bidder_rho=min((rho[a] for a in auction.bidders),
+                                                    default=0.0))
+            out[job.id] = Reason(code, figures)
+        return out
 
     def _renew_leases(self, active: Sequence[Job], now: float, topology: Topology
                       ) -> dict[str, tuple[str, ...]]:
@@ -256,6 +296,7 @@ class ThemisPolicy(PolicyBase):
                     log.leftover_to[app] = log.leftover_to.get(app, 0) + len(gpus)
         if self.keep_log:
             self.rounds.append(log)
+        self._last_auction = log
         return grants
 
     def _realise(self, result: AuctionResult, views: Mapping[str, AppView], pool: _FreePool,
@@ -325,7 +366,8 @@ class _FreePool:
         restart), else one machine that fits (best fit), else the fullest machines."""
         machines = self._machines(job, within)
         if job.allowed_nodes is not None:
-            machines = [m for m in machines if m in set(job.allowed_nodes)]
+            allowed = set(job.allowed_nodes)   # once, not once per machine
+            machines = [m for m in machines if m in allowed]
         topo = self.offer.topology
         kinds = {g: topo.type_of.get(topo.machine_of.get(g, ""), "") for g in previous}
         if previous and job.placement_problem(tuple(previous), kinds) is None and \

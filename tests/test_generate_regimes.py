@@ -1,0 +1,67 @@
+"""The papers' regimes as generated traces: heavy-tailed lengths (AFS) and tenants that own
+~20 jobs of one type and leave (OEF's JCT experiment). Seeded, so reproducible."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from gpufair.adapters.simulator.generate import (
+    format_trace,
+    generate_heavy_tailed_trace,
+    generate_tenant_trace,
+    generate_trace,
+)
+from gpufair.adapters.simulator.trace import load_trace
+
+
+def test_heavy_tails_keep_the_mix_and_arrivals_and_the_mean_load(canonical_trace) -> None:
+    base = generate_trace(canonical_trace, 4000, num_gpus=64, seed=3)
+    tailed = generate_heavy_tailed_trace(canonical_trace, 4000, num_gpus=64, seed=3)
+    assert [(j.job_type, j.scale_factor, j.arrival_s) for j in tailed] == \
+        [(j.job_type, j.scale_factor, j.arrival_s) for j in base]
+    factor = np.array([t.total_steps / b.total_steps for t, b in zip(tailed, base, strict=True)])
+    assert factor.mean() == pytest.approx(1.0, rel=0.1)            # same offered load
+    assert np.median(factor) < 0.45                                 # most jobs shorter
+    assert np.quantile(factor, 0.99) > 6                            # a few far longer
+    assert generate_heavy_tailed_trace(canonical_trace, 50, num_gpus=64, seed=3, sigma=0.0) \
+        == generate_trace(canonical_trace, 50, num_gpus=64, seed=3)
+
+
+def test_heavy_tails_are_seeded(canonical_trace) -> None:
+    a = generate_heavy_tailed_trace(canonical_trace, 40, num_gpus=16, seed=1)
+    assert a == generate_heavy_tailed_trace(canonical_trace, 40, num_gpus=16, seed=1)
+    assert a != generate_heavy_tailed_trace(canonical_trace, 40, num_gpus=16, seed=2)
+    with pytest.raises(ValueError, match="sigma"):
+        generate_heavy_tailed_trace(canonical_trace, 4, num_gpus=16, sigma=-1.0)
+
+
+def test_tenants_own_one_job_type_and_about_twenty_jobs(canonical_trace, tmp_path) -> None:
+    jobs, owner = generate_tenant_trace(canonical_trace, 50, 20, num_gpus=24, seed=0)
+    assert len(jobs) == len(owner)
+    assert [j.index for j in jobs] == list(range(len(jobs)))
+    arrivals = [j.arrival_s for j in jobs]
+    assert arrivals == sorted(arrivals)
+    kinds: dict[str, set] = defaultdict(set)
+    for j, t in zip(jobs, owner, strict=True):
+        kinds[t].add((j.job_type, j.scale_factor, j.total_steps))
+    assert len(kinds) == 50 and all(len(k) == 1 for k in kinds.values())
+    assert len(jobs) / 50 == pytest.approx(20, rel=0.15)
+    again = generate_tenant_trace(canonical_trace, 50, 20, num_gpus=24, seed=0)
+    assert again == (jobs, owner)
+    assert generate_tenant_trace(canonical_trace, 50, 20, num_gpus=24, seed=1)[0] != jobs
+    path = tmp_path / "tenants.trace"   # the trace file round-trips (tenants kept aside)
+    path.write_text(format_trace(jobs))
+    assert [(j.job_type, j.arrival_s) for j in load_trace(str(path))] == \
+        [(j.job_type, j.arrival_s) for j in jobs]
+
+
+def test_a_tenant_with_one_job_and_bad_arguments(canonical_trace) -> None:
+    jobs, owner = generate_tenant_trace(canonical_trace, 1, 0.01, num_gpus=8, seed=0)
+    assert len(jobs) == 1 and owner == ["tenant000"] and jobs[0].arrival_s == 0.0
+    with pytest.raises(ValueError):
+        generate_tenant_trace(canonical_trace, 0, 20, num_gpus=8)
+    with pytest.raises(ValueError):
+        generate_tenant_trace([], 3, 20, num_gpus=8)
