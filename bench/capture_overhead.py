@@ -4,8 +4,10 @@ the results directory's write, on the 900-job / 256-GPU cell of ``bench/scale.py
     python bench/capture_overhead.py [--policies fifo,las] [--repeat 3] [--size 900/256]
 
 Each policy runs alternately without and with the capture, ``--repeat`` times each; the
-least CPU of each is shown (a shared machine only ever slows a run down). The figures the
-runs produce are checked equal. Prints a markdown table.
+least CPU of each is shown (a shared machine only ever slows a run down), and the CPU spent
+inside the capture's methods, per run: the capture's own cost, which the difference of two
+whole runs on a shared machine hides in its noise. The figures the runs produce are checked
+equal. Prints a markdown table.
 """
 
 from __future__ import annotations
@@ -22,10 +24,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale import ROUND_S, THROUGHPUTS, markdown, trace_for
 
 from gpufair import data
+from gpufair.adapters.simulator.capture import RunCapture
 from gpufair.core.simulation import SimulationSpec, simulate
 from gpufair.results.simulation import write_simulations
 
 TIMED = ("wall_s", "policy_s", "solver_s")
+
+
+#: CPU seconds spent inside the capture's methods (and calls) during the captured runs: the
+#: capture's own cost, which the end-to-end difference of two runs on a shared machine
+#: (noise of tens of percent either way) cannot show
+INSIDE = {"s": 0.0, "calls": 0}
+
+
+def _timed(method):
+    def wrapper(*args, **kwargs):
+        started = time.process_time()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            INSIDE["s"] += time.process_time() - started
+            INSIDE["calls"] += 1
+    return wrapper
+
+
+for _name in ("held", "round_started", "finish", "job_rows"):
+    setattr(RunCapture, _name, _timed(getattr(RunCapture, _name)))
 
 
 def run(spec: SimulationSpec, capture: bool):
@@ -42,6 +66,7 @@ def main() -> int:
     args = parser.parse_args()
     jobs, gpus = (int(x) for x in args.size.split("/"))
     rows = [["policy", "without (CPU s)", "with capture (CPU s)", "overhead",
+             "inside the capture (CPU s, share of a captured run)",
              "write results dir (s)", "rows (allocations/cluster/tenants)", "dir size"]]
     with tempfile.TemporaryDirectory() as tmp:
         trace = trace_for(jobs, gpus, Path(tmp))
@@ -50,6 +75,7 @@ def main() -> int:
                                   cluster=f"v100:{gpus}", policy=policy, round_s=ROUND_S)
             simulate(spec, progress=False, time_limit_s=5.0)   # imports, solver start-up
             plain, captured = [], []
+            INSIDE.update(s=0.0, calls=0)
             for i in range(args.repeat):   # alternating which goes first (heap, caches)
                 for capture in ((False, True) if i % 2 == 0 else (True, False)):
                     (captured if capture else plain).append(run(spec, capture))
@@ -64,8 +90,11 @@ def main() -> int:
             written = time.perf_counter() - started
             size = sum(p.stat().st_size for p in out.iterdir())
             c = report.capture
+            inside = INSIDE["s"] / args.repeat
+            mean_with = sum(c for c, _ in captured) / len(captured)
             rows.append([policy, f"{base:.2f}", f"{with_:.2f}",
-                         f"{100 * (with_ - base) / base:+.1f} %", f"{written:.2f}",
+                         f"{100 * (with_ - base) / base:+.1f} %",
+                         f"{inside:.3f} ({100 * inside / mean_with:.1f} %)", f"{written:.2f}",
                          f"{len(c.allocations)}/{len(c.cluster)}/{len(c.tenants)}",
                          f"{size / 1e6:.1f} MB"])
             print(".", end="", file=sys.stderr, flush=True)

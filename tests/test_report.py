@@ -332,6 +332,10 @@ def test_the_readme_first_command_then_one_report_command_make_a_report(tmp_path
         assert main(argv) == 0, command
     made = sorted(p.name for p in work.glob("*.html"))
     assert made == ["both.html", "cmp.html", "dry.html", "report.html"]
+    # dry.html's results were temporary (--report alone): it names no path that is gone
+    assert "(not kept: --out DIR keeps the results)" in (work / "dry.html").read_text()
+    assert "gpufair-results-" not in (work / "dry.html").read_text()
+    assert "<code>cmp</code>" in (work / "cmp.html").read_text()   # --out's, as given
     for name in made:
         page = open_page(work / name, tmp_path)
         assert page.requests == [] and page.console == [], name

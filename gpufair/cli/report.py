@@ -43,4 +43,4 @@ def report_after(out: str | None, report: str | None, write) -> None:
     from gpufair.report import write_report
     with tempfile.TemporaryDirectory(prefix="gpufair-results-") as scratch:
         directory = write(out if out is not None else Path(scratch) / "results")
-        write_report([directory], report)
+        write_report([directory], report, kept=out is not None)

@@ -31,8 +31,9 @@ def _asset(name: str) -> str:
     return (resources.files("gpufair.report") / "templates" / name).read_text("utf-8")
 
 
-def render_report(results: Results, *, title: str | None = None) -> str:
-    """The report's HTML text."""
+def render_report(results: Results, *, title: str | None = None, kept: bool = True) -> str:
+    """The report's HTML text. ``kept`` False: the results directories were temporary
+    (``--report`` without ``--out``), so the page does not name paths that are gone."""
     metas = results.metas
     first = metas[0]
     inputs = first["inputs"]
@@ -42,7 +43,8 @@ def render_report(results: Results, *, title: str | None = None) -> str:
     context = {
         "title": title or f"gpufair {' + '.join(kinds)}: {', '.join(results.runs)}",
         "gpufair_version": gpufair.__version__,
-        "sources": [{"dir": str(results.run_dirs[m["runs"][0]]) if m["runs"] else "?",
+        "sources": [{"dir": (str(results.run_dirs[m["runs"][0]]) if m["runs"] else "?")
+                     if kept else "(not kept: --out DIR keeps the results)",
                      "kind": m["kind"], "created": m["created"], "gpufair": m["gpufair"],
                      "command": " ".join(m["command"]), "runs": ", ".join(m["runs"])}
                     for m in metas],
@@ -61,11 +63,11 @@ def render_report(results: Results, *, title: str | None = None) -> str:
 
 
 def write_report(dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
-                 title: str | None = None) -> Path:
+                 title: str | None = None, kept: bool = True) -> Path:
     """Read ``dirs`` (refused if missing, truncated, of another version or mixed: an
     InputError naming the directory) and write the report to ``out`` atomically."""
     results = read_results(list(dirs))
-    text = render_report(results, title=title)
+    text = render_report(results, title=title, kept=kept)
     target = Path(out)
     if target.is_dir():
         raise InputError(str(target), "is a directory; name the report's file (-o FILE.html)")
