@@ -11,9 +11,11 @@ it is registered), LP solve times, and per-round times.
   normalized throughput in slowest-GPU equivalents (busy-time mean; *alloc.* as the GPUs were
   given, *actual* from the iterations trained, so restarts cost), SI and EF measured by
   :mod:`gpufair.tenant_metrics`.
-* ``steady``: 20 tenants, each with a backlog of 1-GPU jobs of one type that never runs out,
-  for 12 hours of 300 s rounds: the steady contention of the paper's Figs. 7/8, where the
-  throughput gap between policies shows without arrivals and completions diluting it.
+* ``steady``: 20 tenants, each with a backlog of ``--per-tenant`` (3) 1-GPU jobs of one type
+  that never runs out, for ``--hours`` (12) hours of 300 s rounds: the steady contention of
+  the paper's Figs. 7/8, where the throughput gap between policies shows without arrivals
+  and completions diluting it. Against OEF: ``max_min`` as the OEF paper's Gavel (tenant
+  level, one and two stages) and ``gandiva_fair`` with and without trading.
 * ``lp``: solve time of the OEF LP for 50 / 500 / 5,000 tenants x 3 / 8 GPU types.
 * ``round``: one ``schedule`` call at 100 / 1,000 jobs on 64 / 2,048 GPUs (first call, which
   solves, and a later round that re-uses the solution).

@@ -168,3 +168,18 @@ def test_defaults_are_the_job_level_one_stage_lp() -> None:
         create_policy("max_min", PolicyConfig(options={"level": "user"}))
     with pytest.raises(InputError, match="stages"):
         create_policy("max_min", PolicyConfig(options={"stages": 3}))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gangs_count_their_gpus_in_an_exact_fit(backend: str) -> None:
+    """A tenant's one 2-GPU job against another's two 1-GPU jobs on 4 GPUs: each tenant's
+    equal share is 2 GPUs, and the only allocation giving both t = 1 runs everything."""
+    jobs = [job("a0", "a", (1.0, 0.0), gang=2), job("b0", "b", (1.0, 0.0)),
+            job("b1", "b", (1.0, 0.0))]
+    for stages in (1, 2):
+        alloc = policy(backend, stages=stages).allocate(jobs, {"k80": 4, "v100": 0}, 0.0)
+        assert {j: round(a["k80"], 6) for j, a in alloc.items()} == {
+            "a0": 1.0, "b0": 1.0, "b1": 1.0}
+    three = policy(backend).allocate(jobs, {"k80": 3, "v100": 0}, 0.0)   # one GPU short
+    e = tenant_efficiency(jobs, three, ["a", "b"])
+    np.testing.assert_allclose(e, [1.5, 1.5], atol=1e-6)   # equal shares of 3 GPUs
