@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import gpufair
-from gpufair.cli import admin, dry_run, profile, simulate, slurm
+from gpufair.cli import admin, dry_run, profile, replay, simulate, slurm
 from gpufair.cli import config as config_cli
 from gpufair.errors import EXIT_INPUT, InputError, RefusedToStart
 
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log at INFO (solver fallbacks, skipped inputs) on stderr")
     parser.add_argument("--version", action="version", version=f"gpufair {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (simulate, config_cli, profile, slurm, dry_run, admin):
+    for group in (simulate, replay, config_cli, profile, slurm, dry_run, admin):
         group.add_parsers(sub)
     for command in every_parser(parser):
         command.formatter_class = HelpWithDefaults

@@ -121,15 +121,19 @@ def build_simulator(spec: SimulationSpec) -> TraceSimulator:
 
 
 def simulate(spec: SimulationSpec, *, progress: bool | None = None,
-             time_limit_s: float | None = None) -> SimulationReport:
+             time_limit_s: float | None = None,
+             simulator: TraceSimulator | None = None) -> SimulationReport:
     """Simulate ``spec``; ``progress`` None shows a bar (on stderr) only when both stdout and
     stderr are terminals: a user watching, not a script reading the output.
 
     ``time_limit_s``: wall seconds (setup included) after which the run stops at the next
     decision and reports what finished, marked partial, rather than running on unbounded:
-    a long run then always leaves its numbers behind."""
+    a long run then always leaves its numbers behind.
+
+    ``simulator``: one built by the caller (a replayed history's trace, which is no file) in
+    place of the one ``spec`` names; the caller keeps it to read its jobs after the run."""
     started = time.perf_counter()
-    sim = build_simulator(spec)
+    sim = build_simulator(spec) if simulator is None else simulator
     semantics = sim.semantics
     config = load_config(spec.config)
     name = resolve_policy(spec.policy)
