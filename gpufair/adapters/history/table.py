@@ -72,9 +72,11 @@ class History:
 
 def build_history(raw: pd.DataFrame, source: str, fields: dict[str, str], *,
                   tenant: str = "account", now: float | None = None,
-                  notes: tuple[str, ...] = ()) -> History:
+                  notes: tuple[str, ...] = (), records: str | None = None) -> History:
     """Apply the rules to a reader's raw table. ``fields`` maps canonical column names to the
-    source's (for errors); ``now``: the clock end times are checked against."""
+    source's (for errors); ``now``: the clock end times are checked against; ``records``:
+    the rows are not lines but the items of this JSON list (``jobs``), and errors name the
+    item (``jobs[3].time.end``) instead of a line."""
     if tenant not in TENANT_KEYS:
         raise InputError("--tenant", f"expected one of {', '.join(TENANT_KEYS)}",
                          field="tenant", value=tenant)
@@ -88,9 +90,8 @@ def build_history(raw: pd.DataFrame, source: str, fields: dict[str, str], *,
     def fail(mask: pd.Series, column: str, problem: str) -> None:
         if mask.any():
             row = raw[mask].iloc[0]
-            raise InputError(source, problem, line=int(row["line"]),
-                             field=fields.get(column, column),
-                             value=_shown(row.get(f"{column}_text", row[column])))
+            raise at(source, problem, int(row["line"]), fields.get(column, column), records,
+                     _shown(row.get(f"{column}_text", row[column])))
 
     fail(raw["submit"].isna(), "submit", "expected a submit time")
     fail(raw["end"] < raw["start"], "end", "the job ends before it starts")
@@ -110,7 +111,7 @@ def build_history(raw: pd.DataFrame, source: str, fields: dict[str, str], *,
     weight = pd.Series(1, index=raw.index)
     for i in raw.index[pending_array]:
         weight[i] = _tasks(str(raw.at[i, "job_id"]), source, int(raw.at[i, "line"]),
-                           fields.get("job_id", "job_id"))
+                           fields.get("job_id", "job_id"), records)
     cancelled = ~started & state.str.startswith("CANCELLED")
     excluded = {
         "cancelled_before_start": int(weight[cancelled].sum()),
@@ -124,7 +125,7 @@ def build_history(raw: pd.DataFrame, source: str, fields: dict[str, str], *,
     excluded["no_gpus"] = int(no_gpus.sum())
     excluded["unfinished"] = int(unfinished.sum())
     excluded = {kind: excluded[kind] for kind in EXCLUDED_KINDS}
-    jobs, merged = _merge_incarnations(ran, source, fields.get("job_id", "job_id"))
+    jobs, merged = _merge_incarnations(ran, source, fields.get("job_id", "job_id"), records)
     tenants = jobs[tenant].fillna("").astype(str).str.strip()
     out = pd.DataFrame({
         "job_id": jobs["job_id"].astype(str).to_numpy(),
@@ -145,8 +146,8 @@ def build_history(raw: pd.DataFrame, source: str, fields: dict[str, str], *,
                    merged_requeues=merged, notes=notes)
 
 
-def _merge_incarnations(ran: pd.DataFrame, source: str, id_field: str
-                        ) -> tuple[pd.DataFrame, int]:
+def _merge_incarnations(ran: pd.DataFrame, source: str, id_field: str,
+                        records: str | None) -> tuple[pd.DataFrame, int]:
     """One row per job id: a requeued job's incarnations merged, a true duplicate refused."""
     ran = ran.assign(attained_s=ran["end"] - ran["start"], incarnations=1)
     repeated = ran["job_id"].duplicated(keep=False)
@@ -162,10 +163,10 @@ def _merge_incarnations(ran: pd.DataFrame, source: str, id_field: str
         if not_requeued.any() or overlap.any():
             later = group.iloc[1:][list(not_requeued | overlap)].iloc[0] \
                 if (not_requeued | overlap).any() else group.iloc[1]
-            raise InputError(source, "the job id appears twice and the earlier row is not a "
-                             "requeued incarnation (state REQUEUED, PREEMPTED or NODE_FAIL, "
-                             "ended before the next start)", line=int(later["line"]),
-                             field=id_field, value=str(job_id))
+            raise at(source, "the job id appears twice and the earlier row is not a "
+                     "requeued incarnation (state REQUEUED, PREEMPTED or NODE_FAIL, ended "
+                     "before the next start)", int(later["line"]), id_field, records,
+                     str(job_id))
         last = group.iloc[-1].copy()
         last["submit"] = group["submit"].min()
         last["start"] = group["start"].iloc[0]
@@ -177,17 +178,25 @@ def _merge_incarnations(ran: pd.DataFrame, source: str, id_field: str
     return pd.concat([single, merged], ignore_index=True), len(merged_rows)
 
 
-def _tasks(job_id: str, source: str, line: int, id_field: str) -> int:
+def _tasks(job_id: str, source: str, line: int, id_field: str, records: str | None) -> int:
     """How many tasks a pending array record ``123_[0-9%2]`` stands for."""
     match = _PENDING_ARRAY.match(job_id)
     if match is None:
-        raise InputError(source, "expected an array record like 123_[0-9]", line=line,
-                         field=id_field, value=job_id)
+        raise at(source, "expected an array record like 123_[0-9]", line, id_field, records,
+                 job_id)
     try:
         tasks = parse_task_list(match.group(2))
     except ValueError as exc:
-        raise InputError(source, str(exc), line=line, field=id_field, value=job_id) from None
+        raise at(source, str(exc), line, id_field, records, job_id) from None
     return tasks.count if tasks.count is not None else 1
+
+
+def at(source: str, problem: str, line: int, field: str, records: str | None,
+       value: object = None) -> InputError:
+    """The error of one row: at its line, or at its item of a JSON list (``jobs[3].x``)."""
+    if records is None:
+        return InputError(source, problem, line=line, field=field, value=value)
+    return InputError(source, problem, field=f"{records}[{line}].{field}", value=value)
 
 
 def _shown(value: object) -> object:
