@@ -253,3 +253,17 @@ def test_the_daemon_does_not_import_pandas():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"
+
+
+def test_fifo_on_an_uncontended_history_is_as_run(tmp_path, capsys):
+    """Jobs that never waited, on a cluster as large as their peak use: FIFO starts each at
+    its submit and it runs its recorded time, so every JCT is the recorded one exactly (a
+    history's run time already holds its start-up: no overhead on a first start)."""
+    rows = [row(str(i), "a", "x", f"00:{i:02d}:00", f"00:{i:02d}:00", f"01:{i:02d}:{i:02d}",
+                "COMPLETED", f"gres/gpu={1 + i % 3}") for i in range(12)]
+    path = write(tmp_path, rows)
+    assert main(["replay", str(path), "--policies", "fifo", "--json"]) == 0
+    as_run, fifo = (json.loads(line) for line in capsys.readouterr().out.splitlines()[:2])
+    for key in ("avg_jct_s", "p90_jct_s", "makespan_s", "worst_rho", "utilization"):
+        assert fifo[key] == pytest.approx(as_run[key], abs=1e-9), key
+    assert fifo["semantics"] == "clean-history"

@@ -16,6 +16,7 @@ from gpufair.policy.registry import available_policies
 
 #: the policies replayed when --policies is not given: the baselines a site knows
 DEFAULT_POLICIES = "fifo,srtf,las,max_min"
+#: the formats that are not column maps
 FORMATS = ("auto", "sacct", "sacct-json")
 
 
@@ -26,12 +27,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         epilog="Rules (tenants, requeues, arrays, what is left out): docs/replay.md. "
         "Exit status 2: a bad history (file, line and field named); 3: --time-limit ran out.")
     parser.add_argument("history", help="saved `sacct -X -D --parsable2 -o ...` output, "
-                        "`sacct --json` output, or a published trace (CSV)")
-    parser.add_argument("--format", choices=FORMATS, default="auto",
-                        help="what the history is (auto: from its first bytes)")
-    parser.add_argument("--tenant", default="account",
-                        choices=("account", "user", "qos", "partition", "vc"),
-                        help="which column names a job's tenant")
+                        "`sacct --json` output, a published trace (CSV), or a bundled "
+                        "history's name (helios_dirlab_1k)")
+    parser.add_argument("--format", default="auto", metavar="FORMAT",
+                        help="what the history is: auto (from its first bytes and header), "
+                        "sacct, sacct-json, or a column map's name (helios-acme, slurm-db, "
+                        "nrel-eagle, helios-dirlab, or one of --column-map's)")
+    parser.add_argument("--column-map", metavar="FILE", help="a TOML file of column maps for "
+                        "other published shapes (the format of the bundled "
+                        "gpufair/adapters/history/column_maps.toml)")
+    parser.add_argument("--tenant", choices=("account", "user", "qos", "partition", "vc"),
+                        help="which column names a job's tenant (default: account, or vc, "
+                        "then user, for a trace without accounts)")
     parser.add_argument("--policies", default=DEFAULT_POLICIES,
                         help=f"comma-separated, of {', '.join(available_policies())}")
     sim_arguments(parser, trace=False)
@@ -47,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--policies", "name at least one policy (comma-separated)",
                          field="policies", value=args.policies)
     refuse_empty_cluster(args)
-    history = read_history(args.history, args.format, args.tenant)
+    history = read_history(resolve(args.history), args.format, args.tenant,
+                           resolve(args.column_map))
     spec = SimulationSpec(round_s=args.round_s, seed=args.seed, semantics=args.semantics,
                           config=resolve(args.config))
     result = replay(history, names, spec, cluster=args.cluster,
@@ -68,25 +76,38 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_PARTIAL if any(r.partial for r in result.runs) else 0
 
 
-def read_history(path: str, fmt: str, tenant: str):
+def read_history(path: str, fmt: str, tenant: str, column_map: str | None = None):
     """The history in ``path``, read by the reader its format names (or its first bytes)."""
-    from gpufair.adapters.slurm.sacct_saved import read_sacct_text
+    from gpufair.adapters.history.published import load_maps, read_published
+    maps = load_maps(column_map)
+    if fmt not in FORMATS and fmt not in maps:
+        raise InputError("--format", f"expected one of {', '.join([*FORMATS, *maps])}",
+                         field="format", value=fmt)
     if fmt == "auto":
         fmt = sniff(path)
     if fmt == "sacct-json":
         from gpufair.adapters.slurm.sacct_json import read_sacct_json
         return read_sacct_json(path, tenant=tenant)
-    return read_sacct_text(path, tenant=tenant)
+    if fmt == "sacct":
+        from gpufair.adapters.slurm.sacct_saved import read_sacct_text
+        return read_sacct_text(path, tenant=tenant)
+    return read_published(path, maps.get(fmt), maps=maps, tenant=tenant)
 
 
 def sniff(path: str) -> str:
-    """``sacct-json`` when the file starts with ``{``, else ``sacct``."""
+    """``sacct-json`` when the file starts with ``{``; ``sacct`` when its first line has a
+    ``|`` or sacct's JobID (the sacct reader then says what is wrong with its separators);
+    else ``csv`` (a published trace, its column map found from the header)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(4096)
+            head = f.read(65536)
     except OSError as exc:
         raise InputError(path, f"cannot read the history: {exc.strerror or exc}") from None
-    return "sacct-json" if head.lstrip().startswith(b"{") else "sacct"
+    if head.lstrip().startswith(b"{"):
+        return "sacct-json"
+    first = head.lstrip().split(b"\n", 1)[0]
+    sacct = b"|" in first or b"," not in first or b"jobid" in first.lower()
+    return "sacct" if sacct else "csv"
 
 
 def history_summary(result) -> dict:

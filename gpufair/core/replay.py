@@ -19,7 +19,7 @@ import pandas as pd
 from gpufair.adapters.history.convert import ReplayTrace, history_to_trace, work_steps
 from gpufair.adapters.history.table import History
 from gpufair.adapters.simulator.engine import TraceSimulator
-from gpufair.adapters.simulator.semantics import semantics_named
+from gpufair.adapters.simulator.semantics import for_history, semantics_named
 from gpufair.core.simulation import SimulationReport, SimulationSpec, simulate
 from gpufair.metrics import JobOutcome, compute_metrics
 
@@ -33,7 +33,7 @@ TENANT_COLUMNS = ("run", "tenant", "jobs", "finished", "mean_wait_s", "mean_jct_
 class ReplayResult:
     history: History
     replay: ReplayTrace
-    runs: list[SimulationReport]       # "as run" first, then the policies in order
+    runs: list[SimulationReport]       # "as run" first (if known), then the policies
     tenants: pd.DataFrame               # TENANT_COLUMNS
 
 
@@ -44,12 +44,15 @@ def replay(history: History, policies: Sequence[str], spec: SimulationSpec, *,
     """``spec`` carries the round, seed, semantics and config; its trace is ignored.
     ``on_report`` sees each run as it ends (``--json`` prints it then)."""
     converted = history_to_trace(history, cluster, gpus_per_server)
-    semantics = semantics_named(spec.semantics)
-    as_run = as_run_report(history, converted, semantics.name)
-    runs = [as_run]
-    frames = [tenant_table(AS_RUN, *_as_run_columns(history))]
-    if on_report is not None:
-        on_report(as_run)
+    semantics = for_history(semantics_named(spec.semantics))
+    runs: list[SimulationReport] = []
+    frames = []
+    if history.starts_known:   # a trace without start times has no waits to measure
+        as_run = as_run_report(history, converted, semantics.name)
+        runs.append(as_run)
+        frames.append(tenant_table(AS_RUN, *_as_run_columns(history)))
+        if on_report is not None:
+            on_report(as_run)
     for name in policies:
         sim = TraceSimulator(converted.trace, converted.throughputs, converted.nodes,
                              semantics, spec.round_s)

@@ -34,6 +34,8 @@ from gpufair.errors import InputError
 #: canonical columns a reader fills (``tenant`` columns may be absent when the source has none)
 TIME_COLUMNS = ("submit", "start", "end")
 TENANT_KEYS = ("account", "user", "qos", "partition", "vc")
+#: the tenant when none is chosen: the first of these a history has
+DEFAULT_TENANTS = ("account", "vc", "user")
 #: the most GPUs one job may hold: the largest job the simulator runs (more is no real job)
 MAX_JOB_GPUS = 4096
 #: how far an end time may lie past the clock before it is "in the future" (clock skew)
@@ -42,6 +44,7 @@ FUTURE_SLACK_S = 86_400.0
 REQUEUE_STATES = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "PREEMPTED",
                             "NODE_FAIL", "RESIZING"})
 _PENDING_ARRAY = re.compile(r"^(\d+)_\[(.+)\]$")
+_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d"
 #: what :class:`History.excluded` counts, in the order reports print them
 EXCLUDED_KINDS = ("no_gpus", "never_started", "cancelled_before_start", "unfinished")
 
@@ -63,6 +66,8 @@ class History:
     merged_requeues: int = 0
     #: what the reader noticed about its format (said beside the results)
     notes: tuple[str, ...] = ()
+    #: False: the source has no start times (starts are the submits): no "as run" waits
+    starts_known: bool = True
 
     @property
     def t0(self) -> float:
@@ -71,12 +76,17 @@ class History:
 
 
 def build_history(raw: pd.DataFrame, source: str, fields: dict[str, str], *,
-                  tenant: str = "account", now: float | None = None,
-                  notes: tuple[str, ...] = (), records: str | None = None) -> History:
+                  tenant: str | None = None, now: float | None = None,
+                  notes: tuple[str, ...] = (), records: str | None = None,
+                  starts_known: bool = True) -> History:
     """Apply the rules to a reader's raw table. ``fields`` maps canonical column names to the
     source's (for errors); ``now``: the clock end times are checked against; ``records``:
     the rows are not lines but the items of this JSON list (``jobs``), and errors name the
     item (``jobs[3].time.end``) instead of a line."""
+    if tenant is None:   # account, or the nearest a trace without accounts has
+        tenant = next((k for k in DEFAULT_TENANTS if k in raw.columns), "account")
+        if tenant != "account":
+            notes = (*notes, f"tenant = {tenant} (the history has no account column)")
     if tenant not in TENANT_KEYS:
         raise InputError("--tenant", f"expected one of {', '.join(TENANT_KEYS)}",
                          field="tenant", value=tenant)
@@ -143,7 +153,7 @@ def build_history(raw: pd.DataFrame, source: str, fields: dict[str, str], *,
         raise InputError(source, "no finished job with GPUs to replay (" + ", ".join(
             f"{k.replace('_', ' ')}: {v}" for k, v in excluded.items() if v) + ")")
     return History(source=source, tenant_key=tenant, jobs=out, excluded=excluded,
-                   merged_requeues=merged, notes=notes)
+                   merged_requeues=merged, notes=notes, starts_known=starts_known)
 
 
 def _merge_incarnations(ran: pd.DataFrame, source: str, id_field: str,
@@ -217,3 +227,61 @@ def peak_use(history: History) -> dict[str, int]:
         order = np.lexsort((deltas, times))   # ends (negative) before starts at one time
         out[str(gpu_type)] = int(min(MAX_GPUS, np.cumsum(deltas[order]).max()))
     return out
+
+
+def checked_lines(text: str, header_line: int, header: list[str], sep: str, trailing: bool,
+                  source: str) -> np.ndarray:
+    """The line number of each data line; a line with another number of fields than the
+    header (cut short, a separator inside a field, another file's line) is an error
+    naming it."""
+    body = text.split("\n")[header_line:]
+    blank = np.fromiter((not line.strip() for line in body), bool, len(body))
+    bars = np.fromiter((line.count(sep) for line in body), np.int64, len(body))
+    expected = len(header) - 1 + trailing
+    wrong = np.flatnonzero((bars != expected) & ~blank)
+    if len(wrong):
+        index = int(wrong[0])
+        found = int(bars[index]) + 1 - trailing
+        line = header_line + 1 + index
+        if found < len(header):
+            raise InputError(source, f"expected {len(header)} {sep!r}-separated fields like the "
+                             f"header, found {found} (a truncated line?)", line=line,
+                             field=header[found].strip())
+        raise InputError(source, f"expected {len(header)} {sep!r}-separated fields like the "
+                         f"header, found {found} (a {sep!r} inside a field, or another file's "
+                         "line?)", line=line)
+    return header_line + 1 + np.flatnonzero(~blank)
+
+
+def iso_times(raw: pd.DataFrame, key: str, fields: dict[str, str], source: str,
+              no_time: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Epoch seconds (NaN: not yet, any text of ``no_time``) of a column of times such as
+    ``2024-01-31T23:59:00`` or ``2024-01-31 23:59:00``, and its text for messages. Seconds
+    count from 1970 in whatever zone the file's times are: only differences are used."""
+    text = raw[key].fillna("").str.strip()
+    known = ~text.isin(no_time)
+    bad = known & ~text.str.fullmatch(_TIME)
+    if not bad.any():
+        try:   # numpy's datetime64[s] reaches far past pandas' nanoseconds (year 2262)
+            stamps = np.array(text[known].str.replace(" ", "T", n=1).to_numpy(dtype=str),
+                              dtype="datetime64[s]")
+        except ValueError:    # a date that does not exist (25:61:00): found below
+            bad = known & text.str.replace(" ", "T", n=1).map(_not_a_time).astype(bool)
+    if bad.any():
+        row = raw[bad].iloc[0]
+        raise InputError(source, "expected a time like 2024-01-31T23:59:00" + (
+            f" or {', '.join(sorted(t for t in no_time if t))}" if any(no_time) else ""),
+            line=int(row["line"]), field=fields[key], value=row[key])
+    seconds = np.full(len(text), np.nan)
+    seconds[known.to_numpy()] = stamps.astype(np.int64)
+    return seconds, text.to_numpy()
+
+
+def _not_a_time(text: str) -> bool:
+    if not text:
+        return False
+    try:
+        np.datetime64(text, "s")
+    except ValueError:
+        return True
+    return False

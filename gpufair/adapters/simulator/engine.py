@@ -266,12 +266,14 @@ class TraceSimulator:
         return ""
 
     def _start(self, job: SimJob, gpus: tuple[str, ...], moved: bool) -> None:
-        if job.start_s is None:
+        first = job.start_s is None
+        if first:
             job.start_s = self.now
         elif not job.held and not moved:
             job.restarts += 1
         job.held = gpus
-        if not self.semantics.restart_overhead_full_rounds_only:
+        if not self.semantics.restart_overhead_full_rounds_only and \
+                (self.semantics.first_start_overhead or not first):
             job.overhead_left_s = self.semantics.restart_overhead_s
 
     def _rate(self, job: SimJob, gpu_type: str, count: int) -> float:

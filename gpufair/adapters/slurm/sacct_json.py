@@ -33,7 +33,7 @@ FIELDS = {"job_id": "job_id", "user": "user", "account": "account", "qos": "qos"
           "allocation_nodes"}
 
 
-def read_sacct_json(path: str | Path, *, tenant: str = "account",
+def read_sacct_json(path: str | Path, *, tenant: str | None = None,
                     now: float | None = None) -> History:
     source = str(path)
     data = parse_json(read_text(path, "history"), source, unique_keys=False)

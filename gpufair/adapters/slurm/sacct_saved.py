@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpufair.adapters.history.table import History, build_history
+from gpufair.adapters.history.table import History, build_history, checked_lines, iso_times
 from gpufair.errors import InputError
 
 #: sacct field (lower case) → canonical column
@@ -33,13 +33,12 @@ FIELDS = {"jobid": "job_id", "user": "user", "account": "account", "qos": "qos",
 REQUIRED = ("jobid", "submit", "start", "end", "state")
 #: what sacct prints for a time that has not come
 NO_TIME = frozenset({"", "Unknown", "None", "N/A"})
-_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
 _HIGH = re.compile("[\x80-\xff]")
 _UNTYPED = r"(?:^|,)gres/gpu=([^,]*)"
 _TYPED = r"(?:^|,)gres/gpu:([^=,]+)=([^,]*)"
 
 
-def read_sacct_text(path: str | Path, *, tenant: str = "account",
+def read_sacct_text(path: str | Path, *, tenant: str | None = None,
                     now: float | None = None) -> History:
     """The history in a saved ``sacct --parsable2`` file (``now``: local-time epoch seconds
     end times are checked against; default the clock)."""
@@ -57,7 +56,7 @@ def read_sacct_text(path: str | Path, *, tenant: str = "account",
     text = text.removeprefix("\ufeff")
     header_line, header, trailing = _header(text, source)
     names = [FIELDS.get(h.strip().lower(), f"other:{h}") for h in header]
-    lines = _checked_lines(text, header_line, header, trailing, source)
+    lines = checked_lines(text, header_line, header, "|", trailing, source)
     try:
         raw = pd.read_csv(io.StringIO(text), sep="|", header=None,
                           names=[*names, "other:trailing"] if trailing else names,
@@ -82,7 +81,7 @@ def read_sacct_text(path: str | Path, *, tenant: str = "account",
         if key in raw.columns:
             table[key] = raw[key].to_numpy()
     for key in ("submit", "start", "end"):
-        table[key], table[f"{key}_text"] = _times(raw, key, fields, source)
+        table[key], table[f"{key}_text"] = iso_times(raw, key, fields, source, NO_TIME)
     table["gpus"], table["gpu_type"], table["gpus_text"], fields["gpus"] = \
         _gpus(raw, fields, source)
     if "nodes" in raw.columns:
@@ -124,29 +123,6 @@ _CASE = {"jobid": "JobID", "submit": "Submit", "start": "Start", "end": "End",
          "state": "State", "alloctres": "AllocTRES (or ReqTRES)"}
 
 
-def _checked_lines(text: str, header_line: int, header: list[str], trailing: bool,
-                   source: str) -> np.ndarray:
-    """The line number of each data line; a line with another number of fields than the
-    header (cut short, a '|' inside a field, another file's line) is an error naming it."""
-    body = text.split("\n")[header_line:]
-    blank = np.fromiter((not line.strip() for line in body), bool, len(body))
-    bars = np.fromiter((line.count("|") for line in body), np.int64, len(body))
-    expected = len(header) - 1 + trailing
-    wrong = np.flatnonzero((bars != expected) & ~blank)
-    if len(wrong):
-        index = int(wrong[0])
-        found = int(bars[index]) + 1 - trailing
-        line = header_line + 1 + index
-        if found < len(header):
-            raise InputError(source, f"expected {len(header)} '|'-separated fields like the "
-                             f"header, found {found} (a truncated line?)", line=line,
-                             field=header[found].strip())
-        raise InputError(source, f"expected {len(header)} '|'-separated fields like the "
-                         f"header, found {found} (a '|' inside a field, or another file's "
-                         "line?)", line=line)
-    return header_line + 1 + np.flatnonzero(~blank)
-
-
 def _decode_fields(raw: pd.DataFrame, fields: dict[str, str], source: str) -> None:
     """A file that is not all UTF-8 was read as Latin-1, byte for byte: each field the replay
     reads is decoded as UTF-8 again, and bytes that are not UTF-8 there are an error."""
@@ -163,36 +139,6 @@ def _decode_fields(raw: pd.DataFrame, fields: dict[str, str], source: str) -> No
                 raise InputError(source, "bytes that are not UTF-8",
                                  line=int(raw.at[index, "line"]), field=fields[canon],
                                  value=value.encode("latin-1")) from None
-
-
-def _times(raw: pd.DataFrame, key: str, fields: dict[str, str], source: str
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """Epoch seconds (NaN: not yet) of one time column, and its text for messages."""
-    text = raw[key].fillna("").str.strip()
-    known = ~text.isin(NO_TIME)
-    bad = known & ~text.str.fullmatch(_TIME)
-    if not bad.any():
-        try:   # numpy's datetime64[s] reaches far past pandas' nanoseconds (year 2262)
-            stamps = np.array(text[known].to_numpy(dtype=str), dtype="datetime64[s]")
-        except ValueError:    # a date that does not exist (25:61:00): found below
-            bad = known & text.map(_not_a_time).astype(bool)
-    if bad.any():
-        row = raw[bad].iloc[0]
-        raise InputError(source, "expected a time like 2024-01-31T23:59:00, Unknown or None",
-                         line=int(row["line"]), field=fields[key], value=row[key])
-    seconds = np.full(len(text), np.nan)
-    seconds[known.to_numpy()] = stamps.astype(np.int64)
-    return seconds, text.to_numpy()
-
-
-def _not_a_time(text: str) -> bool:
-    if text in NO_TIME:
-        return False
-    try:
-        np.datetime64(text, "s")
-    except ValueError:
-        return True
-    return False
 
 
 def _gpus(raw: pd.DataFrame, fields: dict[str, str], source: str
