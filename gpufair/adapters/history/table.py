@@ -44,7 +44,7 @@ FUTURE_SLACK_S = 86_400.0
 REQUEUE_STATES = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "PREEMPTED",
                             "NODE_FAIL", "RESIZING"})
 _PENDING_ARRAY = re.compile(r"^(\d+)_\[(.+)\]$")
-_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d"
+_TIME_RE = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
 #: what :class:`History.excluded` counts, in the order reports print them
 EXCLUDED_KINDS = ("no_gpus", "never_started", "cancelled_before_start", "unfinished")
 
@@ -115,7 +115,8 @@ def build_history(raw: pd.DataFrame, source: str, fields: dict[str, str], *,
     fail(raw["end"] > clock + FUTURE_SLACK_S, "end",
          "the job ends in the future (a finished history; is the clock or the file wrong?)")
 
-    state = raw["state"].astype(str).str.upper().str.split(" ", n=1).str[0]
+    state = pd.Series([s.partition(" ")[0].upper() for s in raw["state"].astype(str)],
+                      index=raw.index)   # "CANCELLED by 1000" → CANCELLED
     started = raw["start"].notna()
     pending_array = ~started & raw["job_id"].astype(str).str.contains("_[", regex=False)
     weight = pd.Series(1, index=raw.index)
@@ -258,16 +259,21 @@ def iso_times(raw: pd.DataFrame, key: str, fields: dict[str, str], source: str,
     """Epoch seconds (NaN: not yet, any text of ``no_time``) of a column of times such as
     ``2024-01-31T23:59:00`` or ``2024-01-31 23:59:00``, and its text for messages. Seconds
     count from 1970 in whatever zone the file's times are: only differences are used."""
-    text = raw[key].fillna("").str.strip()
+    text = raw[key].fillna("")
     known = ~text.isin(no_time)
-    bad = known & ~text.str.fullmatch(_TIME)
-    if not bad.any():
-        try:   # numpy's datetime64[s] reaches far past pandas' nanoseconds (year 2262)
-            stamps = np.array(text[known].str.replace(" ", "T", n=1).to_numpy(dtype=str),
-                              dtype="datetime64[s]")
-        except ValueError:    # a date that does not exist (25:61:00): found below
-            bad = known & text.str.replace(" ", "T", n=1).map(_not_a_time).astype(bool)
-    if bad.any():
+    values = text[known].to_numpy(dtype=str)
+    bad = None
+    try:   # numpy's datetime64[s] reaches far past pandas' nanoseconds (year 2262)
+        stamps = np.array(np.char.replace(values, " ", "T", count=1) if " " in "".join(
+            values[:100]) else values, dtype="datetime64[s]")
+    except ValueError:    # not a time, or a date that does not exist (25:61:00)
+        bad = known & text.map(_not_a_time).astype(bool)
+    else:
+        lengths = np.char.str_len(values) if len(values) else np.zeros(0, int)
+        odd = np.isnat(stamps) | (lengths != 19)     # numpy also takes "NaT", "2024-01"
+        if odd.any():
+            bad = known & text.map(_not_a_time).astype(bool)
+    if bad is not None and bad.any():
         row = raw[bad].iloc[0]
         raise InputError(source, "expected a time like 2024-01-31T23:59:00" + (
             f" or {', '.join(sorted(t for t in no_time if t))}" if any(no_time) else ""),
@@ -278,10 +284,13 @@ def iso_times(raw: pd.DataFrame, key: str, fields: dict[str, str], source: str,
 
 
 def _not_a_time(text: str) -> bool:
+    """A text that is neither empty nor a whole ``YYYY-MM-DD[T ]HH:MM:SS`` time."""
     if not text:
         return False
+    if _TIME_RE.fullmatch(text) is None:
+        return True
     try:
-        np.datetime64(text, "s")
+        np.datetime64(text.replace(" ", "T", 1), "s")
     except ValueError:
         return True
     return False

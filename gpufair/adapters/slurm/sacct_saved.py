@@ -34,8 +34,6 @@ REQUIRED = ("jobid", "submit", "start", "end", "state")
 #: what sacct prints for a time that has not come
 NO_TIME = frozenset({"", "Unknown", "None", "N/A"})
 _HIGH = re.compile("[\x80-\xff]")
-_UNTYPED = r"(?:^|,)gres/gpu=([^,]*)"
-_TYPED = r"(?:^|,)gres/gpu:([^=,]+)=([^,]*)"
 
 
 def read_sacct_text(path: str | Path, *, tenant: str | None = None,
@@ -150,19 +148,40 @@ def _gpus(raw: pd.DataFrame, fields: dict[str, str], source: str
     if alloc is None:
         tres, name = req, fields["req_tres"]
     else:
-        tres = alloc if req is None else alloc.where(alloc.str.strip() != "", req)
+        tres = alloc if req is None else alloc.where(alloc != "", req)
         name = fields["alloc_tres"]
-    untyped = tres.str.extract(_UNTYPED, expand=False)
-    typed = tres.str.extract(_TYPED)
-    count_text = untyped.fillna(typed[1])
-    count = pd.to_numeric(count_text, errors="coerce")
-    bad = count.isna() & count_text.notna()
+    texts = tres.tolist()
+    found = [gpu_entries(text) for text in texts]     # one pass of str.find per row: a
+    count_text = [f[0] for f in found]                 # regex per row costs 4 times more
+    count = pd.to_numeric(pd.Series(count_text, index=tres.index), errors="coerce")
+    bad = count.isna() & pd.Series([c is not None for c in count_text], index=tres.index)
     if bad.any():
         row = raw[bad].iloc[0]
         raise InputError(source, "expected gres/gpu=N with a whole number N",
                          line=int(row["line"]), field=name, value=tres[bad].iloc[0])
-    return (count.to_numpy(dtype=float, na_value=np.nan), typed[0].fillna("").to_numpy(),
-            tres.to_numpy(), name)
+    return (count.to_numpy(dtype=float, na_value=np.nan),
+            np.array([f[1] for f in found], dtype=object), tres.to_numpy(), name)
+
+
+def gpu_entries(tres: str) -> tuple[str | None, str]:
+    """The GPU count's text and the GPU type ("" untyped) of a TRES string such as
+    ``billing=8,cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=8G,node=1``: ``gres/gpu=N`` when it is
+    there, else the typed entry's count; (None, "") without GPUs."""
+    at = tres.find("gres/gpu")
+    if at < 0:
+        return None, ""
+    count, gpu_type = None, ""
+    for item in tres[at:].split(","):
+        if not item.startswith("gres/gpu"):
+            continue
+        key, _, value = item.partition("=")
+        if key == "gres/gpu":
+            count = value
+        elif key.startswith("gres/gpu:"):
+            gpu_type = key[9:]
+            if count is None:
+                count = value
+    return count, gpu_type
 
 
 def _local_now() -> float:
