@@ -25,13 +25,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from scale import busy_round, markdown
+from shared_data import MSR_TRACES
 
 from gpufair.core.simulation import SimulationSpec, simulate
 from gpufair.data import artifact_results, resolve
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import available_policies, create_policy
 
-MSR = Path("/work/shared/data/gavel_msr")
+MSR = MSR_TRACES
 
 
 def canonical(limit: float) -> str:

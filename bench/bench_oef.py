@@ -32,6 +32,7 @@ from dataclasses import replace
 
 import numpy as np
 from scipy.optimize import linprog
+from shared_data import MSR_TRACES
 
 from gpufair import data
 from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
@@ -62,7 +63,7 @@ from gpufair.tenant_metrics import TenantLedger
 
 ROUND_S = 300.0
 #: The MSR VC traces are in the shared data folder; only 51b7ef (17 jobs) ships in gpufair.
-MSR_TRACE = "/work/shared/data/gavel_msr/e13805.trace"
+MSR_TRACE = str(MSR_TRACES / "e13805.trace")
 REFERENCE = "k80"
 VARIANTS: dict[str, tuple[str, dict]] = {
     "max_min": ("max_min", {}),
@@ -105,6 +106,12 @@ class TenantTagged:
     @property
     def at_round_boundary(self) -> bool:
         return self.sim.at_round_boundary
+
+    def may_start_any(self) -> bool:
+        """Always True: the runner then snapshots at every event. Skipping a fill-only event
+        (what the plain simulator's answer allows) would leave the ledger crediting jobs that
+        finished since the last snapshot with GPU time until the next one."""
+        return True
 
     def snapshot(self) -> ClusterState:
         state = self.sim.snapshot()

@@ -18,11 +18,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from shared_data import SHARED_DATA
+
 from gpufair.adapters.simulator.generate import format_trace, generate_trace
 from gpufair.adapters.simulator.trace import load_trace
 from gpufair.core.simulation import SimulationSpec, simulate
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = SHARED_DATA
 POLICIES = ["fifo", "srtf", "las", "max_min", "max_sum_throughput", "min_total_duration"]
 
 

@@ -64,7 +64,7 @@ def test_a_progress_bar_only_for_a_person_at_a_terminal(monkeypatch, argv, shown
 
     seen: list[bool | None] = []
 
-    def fake(spec, *, progress=None, time_limit_s=None):
+    def fake(spec, *, progress=None, time_limit_s=None, capture=False):
         seen.append(progress)
         raise SystemExit(0)
 

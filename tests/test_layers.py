@@ -16,10 +16,17 @@ FLOOR = {"errors": 0, "settings": 0, "model": 0, "metrics": 1, "tenant_metrics":
          "profiler": 1, "data": 1, "core": 2, "plugin": 3, "cli": 4,
          "gpufair": 0,    # the package itself: __version__ only
          "deploy": 3,     # admin files and their writer (hooks.py's path)
+         "results": 3,    # results directories (pandas): above core/, never under plugin/
+         "report": 3,     # HTML reports of results directories (jinja2, matplotlib)
+         "sweep": 3,      # grids of simulations, local or as a Slurm job array (results/)
          "__main__": 5}   # python -m gpufair
 #: siblings on one floor that must not know each other
 APART = {("adapters", "policy"), ("policy", "adapters"), ("adapters", "profiler"),
-         ("policy", "profiler"), ("profiler", "policy"), ("profiler", "adapters")}
+         ("policy", "profiler"), ("profiler", "policy"), ("profiler", "adapters"),
+         # the daemon must not load pandas/matplotlib/jinja2 (tests/test_daemon_imports.py)
+         ("plugin", "results"), ("plugin", "report"), ("deploy", "results"),
+         ("deploy", "report"), ("results", "report"), ("plugin", "sweep"),
+         ("results", "sweep")}
 
 
 def _part(module: str) -> str:

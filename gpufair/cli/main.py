@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import gpufair
-from gpufair.cli import admin, dry_run, profile, replay, simulate, slurm
+from gpufair.cli import admin, dry_run, profile, replay, simulate, slurm, sweep
 from gpufair.cli import config as config_cli
 from gpufair.errors import EXIT_INPUT, InputError, RefusedToStart
 
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log at INFO (solver fallbacks, skipped inputs) on stderr")
     parser.add_argument("--version", action="version", version=f"gpufair {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (simulate, replay, config_cli, profile, slurm, dry_run, admin):
+    for group in (simulate, replay, config_cli, profile, slurm, dry_run, admin, sweep):
         group.add_parsers(sub)
     for command in every_parser(parser):
         command.formatter_class = HelpWithDefaults
@@ -72,6 +72,8 @@ def every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParse
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # the command as given, for what records it (a results directory's meta.json)
+    args.argv = ["gpufair", *(sys.argv[1:] if argv is None else argv)]
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

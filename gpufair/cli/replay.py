@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--policies", "name at least one policy (comma-separated)",
                          field="policies", value=args.policies)
     refuse_empty_cluster(args)
-    history = read_history(resolve(args.history), args.format, args.tenant,
-                           resolve(args.column_map))
+    history, fmt = read_history(resolve(args.history), args.format, args.tenant,
+                                resolve(args.column_map))
     spec = SimulationSpec(round_s=args.round_s, seed=args.seed, semantics=args.semantics,
                           config=resolve(args.config))
     result = replay(history, names, spec, cluster=args.cluster,
@@ -63,7 +63,11 @@ def run(args: argparse.Namespace) -> int:
                     progress=False if args.no_progress or args.json else None,
                     time_limit_s=args.time_limit_s,
                     on_report=(lambda r: print(dumps(r.as_dict(), sort_keys=True)))
-                    if args.json else None)
+                    if args.json else None, capture=args.out is not None)
+    if args.out is not None:   # pandas-heavy: imported for this option alone
+        from gpufair.results.replay import write_replay
+        write_replay(args.out, result, spec, history_path=history.source,
+                     history_format=fmt, command=args.argv)
     if args.json:
         print(dumps({"history": history_summary(result), "tenants": result.tenants.to_dict(
             orient="records")}, sort_keys=True))
@@ -77,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def read_history(path: str, fmt: str, tenant: str, column_map: str | None = None):
-    """The history in ``path``, read by the reader its format names (or its first bytes)."""
+    """The history in ``path``, read by the reader its format names (or its first bytes),
+    and the format it was read as (``sacct``, ``sacct-json`` or a column map's name)."""
     from gpufair.adapters.history.published import load_maps, read_published
     maps = load_maps(column_map)
     if fmt not in FORMATS and fmt not in maps:
@@ -87,11 +92,13 @@ def read_history(path: str, fmt: str, tenant: str, column_map: str | None = None
         fmt = sniff(path)
     if fmt == "sacct-json":
         from gpufair.adapters.slurm.sacct_json import read_sacct_json
-        return read_sacct_json(path, tenant=tenant)
+        return read_sacct_json(path, tenant=tenant), fmt
     if fmt == "sacct":
         from gpufair.adapters.slurm.sacct_saved import read_sacct_text
-        return read_sacct_text(path, tenant=tenant)
-    return read_published(path, maps.get(fmt), maps=maps, tenant=tenant)
+        return read_sacct_text(path, tenant=tenant), fmt
+    history = read_published(path, maps.get(fmt), maps=maps, tenant=tenant)
+    return history, history.notes[0].removeprefix("read with the ").removesuffix(
+        " column map")
 
 
 def sniff(path: str) -> str:

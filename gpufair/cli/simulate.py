@@ -58,6 +58,9 @@ def sim_arguments(parser: argparse.ArgumentParser, *, trace: bool = True) -> Non
                         help="wall seconds per policy; when they run out the simulation stops, "
                         "prints the metrics of the jobs finished so far marked partial "
                         '("partial": true with --json) and the command exits 3')
+    parser.add_argument("--out", metavar="DIR", help="also write the full results (every "
+                        "job, allocation and round; docs/FORMATS.md section 9) to the results "
+                        "directory DIR, for `gpufair report`")
     parser.add_argument("-q", "--quiet", "--no-progress", action="store_true",
                         dest="no_progress", help="no progress bar (there is one on stderr only"
                         " when stdout is a terminal, and never with --json)")
@@ -86,6 +89,7 @@ def run_policies(args: argparse.Namespace, names: list[str]) -> int:
                          field="policies", value=args.policies)
     refuse_empty_cluster(args)
     reports = []
+    capture = args.out is not None
     for name in names:
         spec = SimulationSpec(trace=resolve(args.trace), throughputs=resolve(args.throughputs),
                               cluster=args.cluster, gpus_per_server=args.gpus_per_server,
@@ -94,12 +98,14 @@ def run_policies(args: argparse.Namespace, names: list[str]) -> int:
                               elastic=args.elastic, resize_overhead_s=args.resize_overhead_s,
                               elastic_max=args.elastic_max)
         report = simulate(spec, progress=False if args.no_progress or args.json else None,
-                          time_limit_s=args.time_limit_s)
+                          time_limit_s=args.time_limit_s, capture=capture)
         reports.append(report)
         if args.json:
             print(dumps(report.as_dict(), sort_keys=True))
     if not args.json:
         print(render_table(reports))
+    if capture:
+        write_results(args, spec, reports)
     return EXIT_PARTIAL if any(r.partial for r in reports) else 0
 
 
@@ -110,6 +116,15 @@ def refuse_empty_cluster(args: argparse.Namespace) -> None:
         if value is not None and not value.strip():
             raise InputError(f"--{option.replace('_', '-')}", "must not be empty",
                              field=option, value=value)
+
+
+def write_results(args: argparse.Namespace, spec: SimulationSpec,
+                  reports: Sequence[SimulationReport]) -> None:
+    """``--out``: the results directory. Imported here only: pandas loads for this option
+    alone."""
+    from gpufair.results.simulation import write_simulations
+    kind = "simulate" if args.command == "simulate" else "compare"
+    write_simulations(args.out, spec, reports, kind=kind, command=args.argv)
 
 
 def _seconds(text: str) -> float:

@@ -40,9 +40,11 @@ class ReplayResult:
 def replay(history: History, policies: Sequence[str], spec: SimulationSpec, *,
            cluster: str | None = None, gpus_per_server: str | None = None,
            progress: bool | None = None, time_limit_s: float | None = None,
-           on_report: Callable[[SimulationReport], object] | None = None) -> ReplayResult:
+           on_report: Callable[[SimulationReport], object] | None = None,
+           capture: bool = False) -> ReplayResult:
     """``spec`` carries the round, seed, semantics and config; its trace is ignored.
-    ``on_report`` sees each run as it ends (``--json`` prints it then)."""
+    ``on_report`` sees each run as it ends (``--json`` prints it then); ``capture``: keep
+    what each run did, for a results directory (``--out``)."""
     converted = history_to_trace(history, cluster, gpus_per_server)
     semantics = for_history(semantics_named(spec.semantics))
     runs: list[SimulationReport] = []
@@ -55,7 +57,7 @@ def replay(history: History, policies: Sequence[str], spec: SimulationSpec, *,
             on_report(as_run)
     for name in policies:
         sim = TraceSimulator(converted.trace, converted.throughputs, converted.nodes,
-                             semantics, spec.round_s)
+                             semantics, spec.round_s, capture=capture)
         report = simulate(replace(spec, policy=name, trace=history.source), progress=progress,
                           time_limit_s=time_limit_s, simulator=sim)
         runs.append(report)

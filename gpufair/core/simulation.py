@@ -6,15 +6,16 @@ import gc
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gpufair.adapters.simulator.capture import RunCapture
 from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
 from gpufair.adapters.simulator.engine import DroppedJob, TraceSimulator
 from gpufair.adapters.simulator.semantics import semantics_named
@@ -22,7 +23,7 @@ from gpufair.adapters.simulator.throughputs import load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
 from gpufair.core.config import DEFAULT_ROUND_S, load_config
 from gpufair.core.round import Round
-from gpufair.metrics import JobOutcome, Metrics
+from gpufair.metrics import JobOutcome, Metrics, rho_static
 from gpufair.policy.registry import create_policy, resolve_policy
 
 DEMO_TRACE = "demo_60jobs_16gpus.trace"
@@ -48,6 +49,9 @@ class SimulationSpec:
     elastic: bool = False                    # trace jobs may run on 1..scale factor GPUs
     resize_overhead_s: float | None = None   # None: the semantics' restart overhead
     elastic_max: int | None = None           # elastic jobs' max GPUs when above their request
+    #: the policy's options as a table (a sweep cell's); they take the place of any the
+    #: config file gives that policy
+    policy_options: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -80,6 +84,10 @@ class SimulationReport:
     #: per-job outcomes of the finished jobs, for analyses the summary metrics cannot answer
     #: (which job set the worst ρ, leaving out the failure path); not part of ``as_dict``
     outcomes: list[JobOutcome] = field(default_factory=list, repr=False)
+    #: ``simulate(..., capture=True)`` only: what the run did (allocations, the cluster and
+    #: the tenants each round) and one ``jobs.csv`` row per trace job, for ``--out``
+    capture: RunCapture | None = field(default=None, repr=False)
+    job_rows: list[tuple] = field(default_factory=list, repr=False)
 
     def decision_percentile(self, q: float) -> float:
         """The q-th percentile of the decision times (NaN before any decision)."""
@@ -108,7 +116,7 @@ class SimulationReport:
         return out
 
 
-def build_simulator(spec: SimulationSpec) -> TraceSimulator:
+def build_simulator(spec: SimulationSpec, *, capture: bool = False) -> TraceSimulator:
     trace_path = spec.trace or bundled(DEMO_TRACE)
     throughputs_path = spec.throughputs or bundled(DEMO_THROUGHPUTS)
     cluster = spec.cluster or (DEMO_CLUSTER if spec.trace is None else "v100:32")
@@ -117,11 +125,11 @@ def build_simulator(spec: SimulationSpec) -> TraceSimulator:
     return TraceSimulator(load_trace(trace_path), load_throughputs(throughputs_path), nodes,
                           semantics, spec.round_s, elastic=spec.elastic,
                           resize_overhead_s=spec.resize_overhead_s,
-                          elastic_max=spec.elastic_max)
+                          elastic_max=spec.elastic_max, capture=capture)
 
 
 def simulate(spec: SimulationSpec, *, progress: bool | None = None,
-             time_limit_s: float | None = None,
+             time_limit_s: float | None = None, capture: bool = False,
              simulator: TraceSimulator | None = None) -> SimulationReport:
     """Simulate ``spec``; ``progress`` None shows a bar (on stderr) only when both stdout and
     stderr are terminals: a user watching, not a script reading the output.
@@ -130,12 +138,18 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None,
     decision and reports what finished, marked partial, rather than running on unbounded:
     a long run then always leaves its numbers behind.
 
+    ``capture``: also keep what the run did, job by job and round by round (``--out``);
+    the decisions and the metrics are the same with or without it.
+
     ``simulator``: one built by the caller (a replayed history's trace, which is no file) in
-    place of the one ``spec`` names; the caller keeps it to read its jobs after the run."""
+    place of the one ``spec`` names (``capture`` is then the caller's to set on it); the
+    caller keeps it to read its jobs after the run."""
     started = time.perf_counter()
-    sim = build_simulator(spec) if simulator is None else simulator
+    sim = build_simulator(spec, capture=capture) if simulator is None else simulator
     semantics = sim.semantics
     config = load_config(spec.config)
+    if spec.policy_options is not None:
+        config = replace(config, policy_json=dict(spec.policy_options))
     name = resolve_policy(spec.policy)
     policy = create_policy(name, config.policy_config(
         name, round_s=spec.round_s, seed=spec.seed,
@@ -153,6 +167,13 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None,
     wall = time.perf_counter() - started
     metrics = sim.metrics()
     stats = getattr(policy, "stats", None)
+    outcomes = sim.outcomes()
+    job_rows: list[tuple] = []
+    if sim.capture is not None:
+        sim.capture.finish(sim.now)
+        rho = dict(zip([o.job_id for o in outcomes], rho_static(outcomes, sim.num_gpus).tolist(),
+                       strict=True)) if outcomes else {}
+        job_rows = sim.capture.job_rows(sim.jobs, sim.dropped_jobs, rho)
     return SimulationReport(
         policy=name, semantics=semantics.name, metrics=metrics, wall_s=wall,
         policy_s=rounds.policy_s, solver_s=getattr(stats, "solver_s", 0.0),
@@ -162,7 +183,7 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None,
         busy_gpu_s=sim.busy_gpu_s, dropped=list(sim.dropped),
         trace=str(spec.trace or f"(bundled) {DEMO_TRACE}"), partial=not finished,
         trace_jobs=len(sim.jobs), decision_s=decisions, resizes=sim.resizes(),
-        elastic=sim.elastic, outcomes=sim.outcomes())
+        elastic=sim.elastic, outcomes=outcomes, capture=sim.capture, job_rows=job_rows)
 
 
 def run_to_end(sim: TraceSimulator, rounds: Round,

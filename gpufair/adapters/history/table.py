@@ -55,7 +55,8 @@ class History:
 
     ``jobs`` columns: ``job_id, tenant, submit, start, end`` (epoch s), ``attained_s`` (the
     seconds it ran, summed over requeued incarnations), ``gpus``, ``gpu_type`` ("" untyped),
-    ``incarnations``, ``state``, ``line`` (of its first row), sorted by submit then line.
+    ``incarnations``, ``state``, ``line`` (of its first row), ``spans`` (a requeued job's
+    (start, end) of each incarnation, else None), sorted by submit then line.
     """
 
     source: str
@@ -148,6 +149,8 @@ def build_history(raw: pd.DataFrame, source: str, fields: dict[str, str], *,
         "incarnations": jobs["incarnations"].to_numpy().astype(np.int64),
         "state": jobs["state"].astype(str).to_numpy(),
         "line": jobs["line"].to_numpy().astype(np.int64),
+        # a requeued job's (start, end) of each incarnation; None: one run, start to end
+        "spans": jobs["spans"].to_numpy() if "spans" in jobs.columns else None,
     })
     out = out.sort_values(["submit", "line"], kind="stable").reset_index(drop=True)
     if out.empty:
@@ -184,6 +187,7 @@ def _merge_incarnations(ran: pd.DataFrame, source: str, id_field: str,
         last["attained_s"] = group["attained_s"].sum()
         last["incarnations"] = len(group)
         last["line"] = group["line"].min()
+        last["spans"] = list(zip(group["start"].tolist(), group["end"].tolist(), strict=True))
         merged_rows.append(last)
     merged = pd.DataFrame(merged_rows)
     return pd.concat([single, merged], ignore_index=True), len(merged_rows)

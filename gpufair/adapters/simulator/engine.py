@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpufair.adapters.simulator.capture import DEFAULT_TENANT, RunCapture
 from gpufair.adapters.simulator.jobs import ProfileCache, SimJob, build_job
 from gpufair.adapters.simulator.semantics import MAX_FAILED_ROUNDS, Semantics
 from gpufair.adapters.simulator.throughputs import Throughputs
@@ -73,8 +75,11 @@ class TraceSimulator:
     def __init__(self, trace: Sequence[TraceJob], throughputs: Throughputs,
                  nodes: Sequence[Node], semantics: Semantics, round_s: float = 120.0, *,
                  elastic: bool = False, resize_overhead_s: float | None = None,
-                 elastic_max: int | None = None) -> None:
-        """``elastic``: trace jobs may run on 1..scale factor GPUs and be resized (the
+                 elastic_max: int | None = None, capture: bool = False) -> None:
+        """``capture``: keep what the run did for a results directory (:attr:`capture`;
+        nothing it keeps feeds back into the run).
+
+        ``elastic``: trace jobs may run on 1..scale factor GPUs and be resized (the
         scale factor becomes their max GPUs, or ``elastic_max`` when larger, to let jobs
         grow past their request as the AFS paper's do); a resize costs ``resize_overhead_s`` of no
         progress (default: the semantics' restart overhead, as a restart from a checkpoint
@@ -136,6 +141,17 @@ class TraceSimulator:
         for d in self.dropped:
             log.warning("trace line %d (job %d) not simulated: %s", d.line, d.index, d.reason)
         self._check_horizon()
+        #: what the run did, for ``--out`` (None unless asked: it costs a little per round)
+        self.capture: RunCapture | None = None
+        #: the trace jobs not simulated, as ``jobs.csv`` rows need them (with ``capture``)
+        self.dropped_jobs: list[tuple[str, str, float, int]] = []
+        if capture:
+            self.capture = RunCapture(self.jobs[0].arrival_s, types, Counter(
+                self._gpu_type.values()))
+            dropped = {d.index for d in self.dropped}
+            self.dropped_jobs = [(str(t.index), getattr(t, "tenant", None) or DEFAULT_TENANT,
+                                  t.arrival_s, t.scale_factor)
+                                 for t in trace if t.index in dropped]
         self._arrivals = [j.arrival_s for j in self.jobs]
         self._next_arrival = 0
         self.now = self.jobs[0].arrival_s
@@ -238,6 +254,11 @@ class TraceSimulator:
                 results.append(ActionResult(action, True))
             elif isinstance(action, SetPriority):
                 results.append(ActionResult(action, True, "priorities have no effect here"))
+        if self.capture is not None:
+            for action in actions:
+                if (job := by_id.get(action.job_id)) is not None:
+                    self.capture.held(job, self._gpu_type[job.held[0]] if job.held else None,
+                                      self.now)
         return results
 
     def advance(self) -> None:
@@ -350,6 +371,8 @@ class TraceSimulator:
         job.finished = True
         job.failed_out = failed
         job.finish_s = when
+        if self.capture is not None:
+            self.capture.held(job, None, when)
         self._active.remove(job)
         self._ended.append(job)
 
@@ -403,6 +426,8 @@ class TraceSimulator:
     # -- artifact semantics: one round per call, ending at the last finish ------------------
     def _run_artifact_round(self) -> None:
         start = self.now
+        if self.capture is not None:
+            self.capture.round_started(start, self._active, self._gpu_type)
         dispatched = [j for j in self._active if j.held]
         self._count_active_round()
         if not dispatched:
@@ -452,12 +477,16 @@ class TraceSimulator:
     # -- clean semantics: continuous progress, events between fixed-length rounds ----------
     def _run_until_next_event(self) -> None:
         if not self._active:  # idle cluster: the next arrival opens a new round
+            if self.capture is not None:   # (the series shows the idle stretch)
+                self.capture.round_started(self.now, (), self._gpu_type)
             self.now = max(self.now, self._next_arrival_time())
             self.at_round_boundary = True
             self._admit()
             return
         if self.at_round_boundary:
             self._round_start = self.now
+            if self.capture is not None:
+                self.capture.round_started(self.now, self._active, self._gpu_type)
             self._count_active_round()
             self.rounds += 1
         boundary = self._round_start + self.round_s
