@@ -207,6 +207,7 @@ BAD = {
              "gres/gpu=1").replace("2026-01-01T00:30:00", "2999-01-01T00:30:00")],
         HEADER, ":2: field 'End'", "future"),
     "no job with gpus": ([ROWS[3]], HEADER, "", "no finished job with GPUs"),
+    "header only": ([], HEADER, "", "no jobs"),
 }
 
 
@@ -267,3 +268,18 @@ def test_fifo_on_an_uncontended_history_is_as_run(tmp_path, capsys):
     for key in ("avg_jct_s", "p90_jct_s", "makespan_s", "worst_rho", "utilization"):
         assert fifo[key] == pytest.approx(as_run[key], abs=1e-9), key
     assert fifo["semantics"] == "clean-history"
+
+
+def test_crlf_lines_and_no_tenant_columns(tmp_path):
+    """A file saved on Windows (CRLF) reads the same; a history with no account, vc or user
+    column is one tenant, said so."""
+    header = "JobID|Submit|Start|End|State|AllocTRES"
+    rows = ["1|2026-01-01T00:00:00|2026-01-01T00:00:00|2026-01-01T00:10:00|COMPLETED|"
+            "gres/gpu=1", "2|2026-01-01T00:00:00|2026-01-01T00:05:00|2026-01-01T00:10:00|"
+            "COMPLETED|gres/gpu=2"]
+    path = tmp_path / "h.txt"
+    path.write_bytes(("\r\n".join([header, *rows]) + "\r\n").encode())
+    history = read_sacct_text(path)
+    assert history.jobs["gpus"].tolist() == [1, 2]
+    assert history.jobs["tenant"].tolist() == ["(none)", "(none)"]
+    assert "one tenant" in history.notes[-1]

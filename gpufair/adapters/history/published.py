@@ -135,7 +135,7 @@ def read_published(path: str | Path, column_map: ColumnMap | None = None, *,
                           keep_default_na=False, skip_blank_lines=True)
         raw["line"] = np.arange(header_line + 1, header_line + 1 + len(raw))   # approximate
     else:   # no quoting: every line's field count is checked, and each row keeps its line
-        lines = checked_lines(text, header_line, header, ",", False, source)
+        lines = checked_lines(text.encode("utf-8"), header_line, header, ",", False, source)
         raw = pd.read_csv(io.StringIO(text), skiprows=header_line - 1, dtype=str,
                           keep_default_na=False, skip_blank_lines=True, quoting=3)
         raw["line"] = lines

@@ -36,43 +36,65 @@ NO_TIME = frozenset({"", "Unknown", "None", "N/A"})
 _HIGH = re.compile("[\x80-\xff]")
 
 
+#: rows converted at a time: the raw text columns of one chunk are all that is held at once
+CHUNK_ROWS = 200_000
+
+
 def read_sacct_text(path: str | Path, *, tenant: str | None = None,
                     now: float | None = None) -> History:
     """The history in a saved ``sacct --parsable2`` file (``now``: local-time epoch seconds
-    end times are checked against; default the clock)."""
+    end times are checked against; default the clock).
+
+    Read in chunks of :data:`CHUNK_ROWS` rows, each turned into numbers and the few text
+    columns the rules need before the next is read: a million lines stay well under 1.5 GB.
+    """
     source = str(path)
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(source, f"cannot read the history: {exc.strerror or exc}") from None
     try:
-        text = data.decode("utf-8")
-        clean = True
+        data.decode("utf-8")
+        encoding = "utf-8-sig"
     except UnicodeDecodeError:   # read byte for byte; fields read are decoded one by one
-        text = data.decode("latin-1")
-        clean = False
-    text = text.removeprefix("\ufeff")
-    header_line, header, trailing = _header(text, source)
+        encoding = "latin-1"
+    head = data[:1 << 16].decode(encoding, errors="replace").removeprefix("\ufeff")
+    header_line, header, trailing = _header(head, source)
     names = [FIELDS.get(h.strip().lower(), f"other:{h}") for h in header]
-    lines = checked_lines(text, header_line, header, "|", trailing, source)
+    fields = {canon: h.strip() for canon, h in zip(names, header, strict=True)}
+    lines = checked_lines(data, header_line, header, "|", trailing, source)
+    wanted = [n for n in names if not n.startswith("other:")]
     try:
-        raw = pd.read_csv(io.StringIO(text), sep="|", header=None,
-                          names=[*names, "other:trailing"] if trailing else names,
-                          skiprows=header_line, dtype=str, keep_default_na=False,
-                          na_values=[], quoting=csv.QUOTE_NONE, skip_blank_lines=True,
-                          engine="c")
+        chunks = pd.read_csv(io.BytesIO(data), sep="|", header=None, encoding=encoding,
+                             names=[*names, "other:trailing"] if trailing else names,
+                             usecols=wanted, skiprows=header_line, dtype=str,
+                             keep_default_na=False, na_values=[], quoting=csv.QUOTE_NONE,
+                             skip_blank_lines=True, engine="c", chunksize=CHUNK_ROWS)
+        tables, steps, done = [], 0, 0
+        for raw in chunks:
+            raw["line"] = lines[done:done + len(raw)]
+            done += len(raw)
+            table, skipped = _canonical(raw, fields, source, encoding == "latin-1")
+            tables.append(table)
+            steps += skipped
     except pd.errors.ParserError as exc:   # (the field counts were checked: not expected)
         raise InputError(source, f"cannot read the table: {exc}") from None
-    if trailing:
-        raw = raw.drop(columns="other:trailing")
-    raw["line"] = lines
-    fields = {canon: h.strip() for canon, h in zip(names, header, strict=True)}
-    if not clean:
+    if not tables:
+        raise InputError(source, "the history has no jobs", line=header_line)
+    table = pd.concat(tables, ignore_index=True)
+    fields["gpus"] = fields["alloc_tres"] if "alloc_tres" in fields else fields["req_tres"]
+    notes = [f"{steps} job steps skipped (allocations only: sacct -X)"] if steps else []
+    clock = _local_now() if now is None else now
+    return build_history(table, source, fields, tenant=tenant, now=clock, notes=tuple(notes))
+
+
+def _canonical(raw: pd.DataFrame, fields: dict[str, str], source: str, latin1: bool
+               ) -> tuple[pd.DataFrame, int]:
+    """One chunk's rows as the rules' columns, and how many job steps it skipped."""
+    if latin1:
         _decode_fields(raw, fields, source)
     steps = raw["job_id"].str.contains(".", regex=False)
     raw = raw[~steps]
-    notes = [f"{int(steps.sum())} job steps skipped (allocations only: sacct -X)"] \
-        if steps.any() else []
     table = pd.DataFrame({"line": raw["line"].to_numpy(), "job_id": raw["job_id"].to_numpy(),
                           "state": raw["state"].to_numpy()})
     for key in ("user", "account", "qos", "partition"):
@@ -80,12 +102,10 @@ def read_sacct_text(path: str | Path, *, tenant: str | None = None,
             table[key] = raw[key].to_numpy()
     for key in ("submit", "start", "end"):
         table[key], table[f"{key}_text"] = iso_times(raw, key, fields, source, NO_TIME)
-    table["gpus"], table["gpu_type"], table["gpus_text"], fields["gpus"] = \
-        _gpus(raw, fields, source)
+    table["gpus"], table["gpu_type"], table["gpus_text"], _ = _gpus(raw, fields, source)
     if "nodes" in raw.columns:
         table["nodes"] = pd.to_numeric(raw["nodes"], errors="coerce").to_numpy()
-    clock = _local_now() if now is None else now
-    return build_history(table, source, fields, tenant=tenant, now=clock, notes=tuple(notes))
+    return table, int(steps.sum())
 
 
 def _header(text: str, source: str) -> tuple[int, list[str], bool]:
