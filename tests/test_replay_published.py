@@ -40,7 +40,7 @@ def db_file(tmp_path: Path, rows=DB_ROWS) -> Path:
 
 def test_helios_dirlab_cut_has_no_starts(tmp_path):
     history = read_published(HELIOS)
-    assert history.notes[0] == "read with the helios-dirlab column map"
+    assert history.notes[0] == "read with the dirlab column map"
     assert not history.starts_known and history.tenant_key == "user"
     jobs = history.jobs
     first = jobs.iloc[:3]
@@ -161,3 +161,41 @@ def test_bundled_history_by_name(tmp_path, monkeypatch, capsys):
     assert main(["replay", "helios_dirlab_1k", "--policies", "fifo", "--json", "-q"]) == 0
     tail = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert tail["history"]["jobs"] > 600
+
+
+PHILLY = DATA / "philly_dirlab_500.csv"
+ALIBABA = DATA / "alibaba_openb_500.csv"
+#: (history, lines kept, round s): small cuts, rounds long enough for a few hundred rounds
+EVERY_POLICY = {"nrel-eagle": (EAGLE, 25, 600), "helios": (HELIOS, 30, 600),
+                "philly": (PHILLY, 14, 21600), "alibaba": (ALIBABA, 16, 86400)}
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_POLICY))
+def test_every_policy_replays_a_real_history(name, tmp_path, capsys):
+    """Each real history, cut small, through all eleven policies to the end."""
+    from gpufair.policy.registry import available_policies
+    source, keep, round_s = EVERY_POLICY[name]
+    cut = tmp_path / source.name
+    cut.write_text("".join(source.read_text(encoding="utf-8").splitlines(True)[:keep + 1]),
+                   encoding="utf-8")
+    policies = available_policies()
+    assert len(policies) >= 11
+    assert main(["replay", str(cut), "--policies", ",".join(policies), "--round",
+                 str(round_s), "--json", "-q"]) == 0
+    runs = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:-1]
+    simulated = [r for r in runs if r["policy"] != "as_run"]
+    assert [r["policy"] for r in simulated] == list(policies)
+    assert all(r["num_jobs"] == r["trace_jobs"] > 0 and not r["partial"] for r in simulated)
+    assert (runs[0]["policy"] == "as_run") == (name in ("nrel-eagle", "alibaba"))
+
+
+def test_philly_and_alibaba_cuts_read():
+    philly = read_published(PHILLY)
+    assert philly.notes[0] == "read with the dirlab column map" and len(philly.jobs) == 500
+    alibaba = read_published(ALIBABA)
+    assert alibaba.tenant_key == "qos"
+    assert alibaba.excluded == {"no_gpus": 35, "never_started": 0,
+                                "cancelled_before_start": 35, "unfinished": 0}
+    first = alibaba.jobs.iloc[0]
+    assert (first["job_id"], first["submit"], first["start"], first["end"]) == \
+        ("openb-pod-0000", 0, 0, 12537496)

@@ -32,7 +32,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", default="auto", metavar="FORMAT",
                         help="what the history is: auto (from its first bytes and header), "
                         "sacct, sacct-json, or a column map's name (helios-acme, slurm-db, "
-                        "nrel-eagle, helios-dirlab, or one of --column-map's)")
+                        "nrel-eagle, dirlab, or one of --column-map's)")
     parser.add_argument("--column-map", metavar="FILE", help="a TOML file of column maps for "
                         "other published shapes (the format of the bundled "
                         "gpufair/adapters/history/column_maps.toml)")

@@ -43,6 +43,8 @@ class ColumnMap:
     columns: dict[str, str]
     states: dict[str, str] = field(default_factory=dict)
     tres_ids: dict[str, str] = field(default_factory=dict)
+    #: the tenant column when --tenant is not given (None: account, else vc, else user)
+    tenant: str | None = None
 
 
 def bundled_maps() -> dict[str, ColumnMap]:
@@ -68,7 +70,8 @@ def parse_maps(text: str, source: str) -> dict[str, ColumnMap]:
     for name, table in data.items():
         if not isinstance(table, dict):
             raise InputError(source, "expected a table per map", field=name)
-        unknown = set(table) - {"about", "detect", "times", "columns", "states", "tres_ids"}
+        unknown = set(table) - {"about", "detect", "times", "columns", "states", "tres_ids",
+                                "tenant"}
         if unknown:
             raise InputError(source, "unknown key", field=f"{name}.{sorted(unknown)[0]}")
         columns = _strings(table.get("columns"), source, f"{name}.columns")
@@ -82,9 +85,13 @@ def parse_maps(text: str, source: str) -> dict[str, ColumnMap]:
         if not ({"end", "run_time"} & set(columns)):
             raise InputError(source, "a map needs end (or run_time)", field=f"{name}.columns")
         times = table.get("times", "iso")
-        if times not in ("iso", "epoch"):
-            raise InputError(source, "expected \"iso\" or \"epoch\"", field=f"{name}.times",
-                             value=times)
+        if times not in ("iso", "epoch", "seconds"):
+            raise InputError(source, "expected \"iso\", \"epoch\" or \"seconds\"",
+                             field=f"{name}.times", value=times)
+        default_tenant = table.get("tenant")
+        if default_tenant is not None and default_tenant not in columns:
+            raise InputError(source, "expected a canonical field the map names",
+                             field=f"{name}.tenant", value=default_tenant)
         detect = table.get("detect", list(columns.values()))
         if not isinstance(detect, list) or not all(isinstance(d, str) for d in detect):
             raise InputError(source, "expected a list of column names", field=f"{name}.detect")
@@ -93,7 +100,8 @@ def parse_maps(text: str, source: str) -> dict[str, ColumnMap]:
                                states=_strings(table.get("states", {}), source,
                                                f"{name}.states"),
                                tres_ids=_strings(table.get("tres_ids", {}), source,
-                                                 f"{name}.tres_ids"))
+                                                 f"{name}.tres_ids"),
+                               tenant=default_tenant)
     return maps
 
 
@@ -144,6 +152,9 @@ def read_published(path: str | Path, column_map: ColumnMap | None = None, *,
     if not starts_known:
         notes.append("the trace has no start times: jobs are taken to start when submitted "
                      "(for the cluster's size), and 'as run' is not measured")
+    if tenant is None and column_map.tenant is not None:
+        tenant = column_map.tenant
+        notes.append(f"tenant = {tenant} (the {column_map.name} map's default)")
     return build_history(table, source, fields, tenant=tenant, now=now, notes=tuple(notes),
                          starts_known=starts_known)
 
@@ -211,7 +222,7 @@ def _times(raw: pd.DataFrame, column: str, key: str, column_map: ColumnMap,
         frame = pd.DataFrame({key: raw[column], "line": raw["line"]})
         return iso_times(frame, key, {key: column}, source, frozenset({""}))
     seconds = _numbers(raw, column, source, column)
-    if key != "submit":
+    if key != "submit" and column_map.times == "epoch":
         seconds = np.where(seconds == _EPOCH_NOT_YET, np.nan, seconds)
     return seconds, raw[column].to_numpy()
 
