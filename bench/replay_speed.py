@@ -92,7 +92,7 @@ def bench_read(lines: int, seed: int) -> dict:
 
 
 def bench_policies(history: str, jobs: int | None, policies: list[str],
-                   time_limit: float) -> list[dict]:
+                   time_limit: float, cluster: list[str]) -> list[dict]:
     source = Path(history)
     if jobs is not None:   # the first N jobs: a smaller history of the same shape
         lines = source.read_text(encoding="utf-8").splitlines()[: jobs + 1]
@@ -104,7 +104,7 @@ def bench_policies(history: str, jobs: int | None, policies: list[str],
         began = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "gpufair", "replay", str(source),
                                "--policies", policy, "--json", "--time-limit",
-                               str(time_limit)], capture_output=True, text=True)
+                               str(time_limit), *cluster], capture_output=True, text=True)
         wall = time.perf_counter() - began
         reports = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
         run = next((r for r in reports if r.get("policy") == policy), None)
@@ -128,6 +128,8 @@ def main() -> int:
     parser.add_argument("--policies", default=BASELINES)
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--skip-read", action="store_true")
+    parser.add_argument("--cluster", help="e.g. gpu:512 (default: inferred, no waits)")
+    parser.add_argument("--gpus-per-server", default="8")
     args = parser.parse_args()
     if not args.skip_read:
         r = bench_read(args.lines, args.seed)
@@ -141,10 +143,12 @@ def main() -> int:
               f"{r['read_cpu_s'] + r['convert_cpu_s']:.1f} |")
         print(f"\npeak RSS {r['peak_rss_mb']:.0f} MB; {r['jobs']:,} jobs replayable, "
               f"left out {r['excluded']}\n")
+    cluster = [] if args.cluster is None else ["--cluster", args.cluster,
+                                               "--gpus-per-server", args.gpus_per_server]
     rows = bench_policies(args.history, args.jobs, args.policies.split(","),
-                          args.time_limit)
+                          args.time_limit, cluster)
     print(f"history {args.history}" + (f", first {args.jobs:,} jobs" if args.jobs else "")
-          + f", --time-limit {args.time_limit:g} s\n")
+          + f", cluster {args.cluster or 'inferred'}, --time-limit {args.time_limit:g} s\n")
     print("| policy | jobs | finished | rounds | wall (s) | partial |\n|---|---|---|---|---|---|")
     for row in rows:
         print(f"| {row['policy']} | {row['jobs']} | {row['finished']} | {row['rounds']} | "

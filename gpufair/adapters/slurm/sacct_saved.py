@@ -53,6 +53,13 @@ def read_sacct_text(path: str | Path, *, tenant: str | None = None,
         data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(source, f"cannot read the history: {exc.strerror or exc}") from None
+    return parse_sacct_text(data, source, tenant=tenant, now=now)
+
+
+def parse_sacct_text(data: bytes, source: str, *, tenant: str | None = None,
+                     now: float | None = None) -> History:
+    """The history in ``sacct --parsable2`` output held in memory (what a live ``sacct``
+    run returns); ``source`` names it in errors."""
     try:
         data.decode("utf-8")
         encoding = "utf-8-sig"
