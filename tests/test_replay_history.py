@@ -283,3 +283,22 @@ def test_crlf_lines_and_no_tenant_columns(tmp_path):
     assert history.jobs["gpus"].tolist() == [1, 2]
     assert history.jobs["tenant"].tolist() == ["(none)", "(none)"]
     assert "one tenant" in history.notes[-1]
+
+
+def test_real_22_05_shapes_cancel_while_pending_and_mixed_types(tmp_path):
+    """Two rows as the loopback slurmdbd (22.05.8) records them: a job cancelled while held
+    pending has Start = End (the cancel time) and an empty AllocTRES; an untyped request
+    given GPUs of two types names both types (it may run on any)."""
+    header = ("JobID|JobIDRaw|JobName|User|Account|Submit|Start|End|State|AllocTRES|ReqTRES|"
+              "NNodes|NodeList")
+    rows = ["9|9|cancel-pending|root|vision|2026-11-28T09:00:59|2026-11-28T09:01:00|"
+            "2026-11-28T09:01:00|CANCELLED by 0||billing=1,cpu=1,gres/gpu=2,mem=4000M,node=1|"
+            "1|None assigned",
+            "20|20|burst-08|gpf-bob|nlp|2026-11-28T09:01:09|2026-11-28T09:01:44|"
+            "2026-11-28T09:02:07|COMPLETED|billing=2,cpu=2,gres/gpu:k80=4,gres/gpu:v100=4,"
+            "gres/gpu=8,mem=8000M,node=2|billing=2,cpu=2,gres/gpu=8,mem=8000M,node=2|2|"
+            "gpu-k80-2,gpu-v100-2"]
+    history = read_sacct_text(write(tmp_path, rows, header=header))
+    assert history.excluded["cancelled_before_start"] == 1
+    job = history.jobs.set_index("job_id").loc["20"]
+    assert (job["gpus"], job["gpu_type"], job["attained_s"]) == (8, "", 23)

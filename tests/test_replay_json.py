@@ -127,3 +127,23 @@ def test_json_truncated_names_the_line(tmp_path, capsys):
     assert main(["replay", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}:" in err and "invalid JSON" in err
+
+
+def test_real_22_05_cancel_while_pending_and_bytes_in_a_name(tmp_path, capsys):
+    """As the loopback slurmdbd's sacct --json writes them: a job cancelled while pending has
+    start = end and no allocated TRES; a job name's bytes are written as they are (not UTF-8),
+    which is no error unless a field the replay reads holds them."""
+    pending = job_2205(9, "vision", T0, T0 + 1, T0 + 1, "CANCELLED", 2)
+    pending["tres"]["allocated"] = []
+    named = job_2205(8, "vision", T0, T0 + 1, T0 + 3, "COMPLETED", 1, "v100")
+    named["name"] = "NAME"
+    path = write(tmp_path, [JOBS[0], pending, named])
+    data = path.read_bytes().replace(b'"NAME"', b'"caf\xe9-\xff\xfe-latin1"')
+    path.write_bytes(data)
+    history = read_sacct_json(path)
+    assert history.excluded["cancelled_before_start"] == 1
+    assert history.jobs["job_id"].tolist() == ["10", "8"]
+    path.write_bytes(data.replace(b'"account": "vision"', b'"account": "vis\xe9on"', 1))
+    assert main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "field 'jobs[0].account'" in err and "not UTF-8" in err

@@ -18,6 +18,7 @@ Errors name the item: ``jobs[3].time.end``.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,9 @@ import numpy as np
 import pandas as pd
 
 from gpufair.adapters.history.table import History, build_history
-from gpufair.errors import InputError, json_kind, parse_json, read_text
+from gpufair.errors import InputError, json_kind, parse_json
 
+_BAD_BYTE = re.compile("[\udc80-\udcff]")
 FIELDS = {"job_id": "job_id", "user": "user", "account": "account", "qos": "qos",
           "partition": "partition", "submit": "time.submission", "start": "time.start",
           "end": "time.end", "state": "state.current", "gpus": "tres", "nodes":
@@ -36,7 +38,13 @@ FIELDS = {"job_id": "job_id", "user": "user", "account": "account", "qos": "qos"
 def read_sacct_json(path: str | Path, *, tenant: str | None = None,
                     now: float | None = None) -> History:
     source = str(path)
-    data = parse_json(read_text(path, "history"), source, unique_keys=False)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(source, f"cannot read the history: {exc.strerror or exc}") from None
+    # sacct --json writes a job name's bytes as they are: text that is not UTF-8 is kept as
+    # it is, and an error only in a field the replay reads
+    data = parse_json(raw.decode("utf-8", errors="surrogateescape"), source, unique_keys=False)
     jobs = data.get("jobs") if isinstance(data, dict) else None
     if not isinstance(jobs, list):
         raise InputError(source, "expected sacct --json output: an object with a 'jobs' list",
@@ -78,6 +86,9 @@ def _row(job: Any, index: int, source: str) -> tuple:
         if not isinstance(value, str):
             raise InputError(source, "expected text", field=f"{where}.{name}",
                              value=json_kind(value))
+        if _BAD_BYTE.search(value):
+            raise InputError(source, "bytes that are not UTF-8", field=f"{where}.{name}",
+                             value=value.encode("utf-8", "surrogateescape"))
         return value
 
     association = job.get("association") if isinstance(job.get("association"), dict) else {}
@@ -88,7 +99,10 @@ def _row(job: Any, index: int, source: str) -> tuple:
     submit, start, end = (number(times.get(k), f"time.{k}") for k in
                           ("submission", "start", "end"))
     start = math.nan if start == 0 else start       # 0: never started / not ended
-    end = math.nan if end == 0 or math.isnan(start) else end
+    tres = job.get("tres")
+    if isinstance(tres, dict) and tres.get("allocated") == []:
+        start = math.nan      # never allocated: 22.05 gives a job cancelled while pending
+    end = math.nan if end == 0 or math.isnan(start) else end   # start = end, the cancel time
     gpus, gpu_type = _gpus(job.get("tres"), where, source)
     return (index, _job_id(job, where, source, number),
             text(job.get("user", association.get("user")), "user"),
@@ -139,7 +153,7 @@ def _gpus(tres: Any, where: str, source: str) -> tuple[float, str]:
         if not isinstance(entries, list):
             raise InputError(source, "expected a list", field=f"{where}.tres.{key}",
                              value=json_kind(entries))
-        total, typed, typed_count = math.nan, "", math.nan
+        total, types, typed_count = math.nan, [], 0.0
         for n, entry in enumerate(entries):
             if not isinstance(entry, dict) or entry.get("type") != "gres":
                 continue
@@ -154,9 +168,11 @@ def _gpus(tres: Any, where: str, source: str) -> tuple[float, str]:
             if name == "gpu":
                 total = float(count)
             else:
-                typed, typed_count = name.partition(":")[2], float(count)
-        if not math.isnan(total) or typed:
-            return (typed_count if math.isnan(total) else total), typed
+                types.append(name.partition(":")[2])
+                typed_count += float(count)
+        if not math.isnan(total) or types:   # a type only when one is named (see gpu_entries)
+            return (typed_count if math.isnan(total) else total), \
+                types[0] if len(types) == 1 else ""
     return math.nan, ""
 
 

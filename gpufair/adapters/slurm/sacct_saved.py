@@ -109,6 +109,11 @@ def _canonical(raw: pd.DataFrame, fields: dict[str, str], source: str, latin1: b
             table[key] = raw[key].to_numpy()
     for key in ("submit", "start", "end"):
         table[key], table[f"{key}_text"] = iso_times(raw, key, fields, source, NO_TIME)
+    if "alloc_tres" in raw.columns:
+        # never allocated: 22.05 prints a job cancelled while pending with Start = End (the
+        # cancel time) and an empty AllocTRES; it never ran
+        unallocated = (raw["alloc_tres"].fillna("").str.strip() == "").to_numpy()
+        table.loc[unallocated, "start"] = np.nan
     table["gpus"], table["gpu_type"], table["gpus_text"], _ = _gpus(raw, fields, source)
     if "nodes" in raw.columns:
         table["nodes"] = pd.to_numeric(raw["nodes"], errors="coerce").to_numpy()
@@ -193,11 +198,13 @@ def _gpus(raw: pd.DataFrame, fields: dict[str, str], source: str
 def gpu_entries(tres: str) -> tuple[str | None, str]:
     """The GPU count's text and the GPU type ("" untyped) of a TRES string such as
     ``billing=8,cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=8G,node=1``: ``gres/gpu=N`` when it is
-    there, else the typed entry's count; (None, "") without GPUs."""
+    there, else the typed entries' sum; the type when exactly one type is named (a job given
+    GPUs of two types, ``gres/gpu:k80=4,gres/gpu:v100=4``, asked for none and may run on
+    any); (None, "") without GPUs."""
     at = tres.find("gres/gpu")
     if at < 0:
         return None, ""
-    count, gpu_type = None, ""
+    count, types, typed = None, [], 0
     for item in tres[at:].split(","):
         if not item.startswith("gres/gpu"):
             continue
@@ -205,10 +212,11 @@ def gpu_entries(tres: str) -> tuple[str | None, str]:
         if key == "gres/gpu":
             count = value
         elif key.startswith("gres/gpu:"):
-            gpu_type = key[9:]
-            if count is None:
-                count = value
-    return count, gpu_type
+            types.append(key[9:])
+            typed += int(value) if value.isdigit() else 0
+    if count is None and types:
+        count = str(typed) if typed else value
+    return count, types[0] if len(types) == 1 else ""
 
 
 def _local_now() -> float:
