@@ -93,7 +93,8 @@ def bench_read(lines: int, seed: int) -> dict:
 
 def bench_policies(history: str, jobs: int | None, policies: list[str],
                    time_limit: float, cluster: list[str]) -> list[dict]:
-    source = Path(history)
+    from gpufair.data import resolve
+    source = Path(resolve(history))
     if jobs is not None:   # the first N jobs: a smaller history of the same shape
         lines = source.read_text(encoding="utf-8").splitlines()[: jobs + 1]
         cut = Path(tempfile.mkdtemp()) / source.name
