@@ -302,3 +302,14 @@ def test_real_22_05_shapes_cancel_while_pending_and_mixed_types(tmp_path):
     assert history.excluded["cancelled_before_start"] == 1
     job = history.jobs.set_index("job_id").loc["20"]
     assert (job["gpus"], job["gpu_type"], job["attained_s"]) == (8, "", 23)
+
+
+def test_time_limit_marks_the_run_partial_and_exits_3(tmp_path, capsys):
+    rows = [row(str(i), "a", "x", "00:00:00", "00:00:00", "01:00:00", "COMPLETED",
+                "gres/gpu=1") for i in range(40)]
+    path = write(tmp_path, rows)
+    assert main(["replay", str(path), "--policies", "las", "--cluster", "gpu:1", "--json",
+                 "--time-limit", "0.001"]) == 3
+    las = [json.loads(line) for line in capsys.readouterr().out.splitlines()][1]
+    assert las["policy"] == "las" and las["partial"] is True
+    assert las["num_jobs"] < las["trace_jobs"] == 40
