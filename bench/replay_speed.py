@@ -103,13 +103,15 @@ def bench_policies(history: str, jobs: int | None, policies: list[str],
     rows = []
     for policy in policies:
         began = time.perf_counter()
+        cpu0 = _children_cpu()
         proc = subprocess.run([sys.executable, "-m", "gpufair", "replay", str(source),
                                "--policies", policy, "--json", "--time-limit",
                                str(time_limit), *cluster], capture_output=True, text=True)
         wall = time.perf_counter() - began
+        cpu = _children_cpu() - cpu0
         reports = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
         run = next((r for r in reports if r.get("policy") == policy), None)
-        rows.append({"policy": policy, "exit": proc.returncode, "wall_s": wall,
+        rows.append({"policy": policy, "exit": proc.returncode, "wall_s": wall, "cpu_s": cpu,
                      "jobs": run["trace_jobs"] if run else None,
                      "finished": run["num_jobs"] if run else None,
                      "rounds": run["rounds"] if run else None,
@@ -117,6 +119,14 @@ def bench_policies(history: str, jobs: int | None, policies: list[str],
                      "error": proc.stderr.strip()[-200:] if proc.returncode not in (0, 3)
                      else ""})
     return rows
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the finished child processes (the machine may be shared: wall seconds
+    then say more about the neighbours than about gpufair)."""
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -150,11 +160,12 @@ def main() -> int:
                           args.time_limit, cluster)
     print(f"history {args.history}" + (f", first {args.jobs:,} jobs" if args.jobs else "")
           + f", cluster {args.cluster or 'inferred'}, --time-limit {args.time_limit:g} s\n")
-    print("| policy | jobs | finished | rounds | wall (s) | partial |\n|---|---|---|---|---|---|")
+    print("| policy | jobs | finished | rounds | wall (s) | CPU (s) | partial |\n"
+          "|---|---|---|---|---|---|---|")
     for row in rows:
         print(f"| {row['policy']} | {row['jobs']} | {row['finished']} | {row['rounds']} | "
-              f"{row['wall_s']:.1f} | {row['partial']} |" + (f" {row['error']}"
-                                                             if row["error"] else ""))
+              f"{row['wall_s']:.1f} | {row['cpu_s']:.1f} | {row['partial']} |"
+              + (f" {row['error']}" if row["error"] else ""))
     return 0
 
 
