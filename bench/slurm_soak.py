@@ -19,14 +19,20 @@ The workload: ``--users`` unprivileged accounts (``gpufair-soak-N``, created wit
 training jobs (``tests/integration/train_job.sh``, 2 s steps that checkpoint, so a requeued
 job resumes): 1/2/4/8 GPUs (8 = ``-N 2``, 4 per node), 20-240 s, a quarter typed
 (``--gres=gpu:v100:N``), some opted in to the checkpoint signal, some cancelled by their
-owner (early: probably pending; late: probably running). The stream's rate offers ``--load``
-times the cluster's GPU-seconds over the run. Hostile acts, on a fixed timetable: ``scontrol
-release``/``update Priority=``/``hold``/``release`` of the user's own pending (held) job,
-``scontrol requeue`` of the user's own running job, a job whose ``-o`` is a FIFO (the user
-reads it, as a user would, or the job could never start), one whose ``-o`` is a symlink to
-/etc/shadow, one with a non-UTF-8 name and comment, and a burst of 1,000 wake datagrams to
-the daemon's wake socket by path (refused by the socket's mode) plus 1,000 on a socket root
-connected and leaked to the user (refused only by the daemon's credential check).
+owner (early: probably pending; late: probably running). Like a real site's jobs, each asks
+for CPUs and memory (``--cpus-per-task``, ``--mem``: 1-8 CPUs and 8-31 GB per GPU, so a
+node's 32 CPUs and 128 GB hold any four GPUs' worth), about one in ten waits for a begin
+time (``--begin=now+20..90``), and about one in twelve is a job array of 2-6 one- or two-GPU
+tasks (``--array=0-N``, a third with a ``%2`` limit); these come from an RNG of their own,
+so the stream of sizes, lengths and times is the same as before they were added. The
+stream's rate offers ``--load`` times the cluster's GPU-seconds over the run. Hostile acts,
+on a fixed timetable: ``scontrol release``/``update Priority=``/``hold``/``release`` of the
+user's own pending (held) job, ``scontrol requeue`` of the user's own running job, a job
+whose ``-o`` is a FIFO (the user reads it, as a user would, or the job could never start),
+one whose ``-o`` is a symlink to /etc/shadow, one with a non-UTF-8 name and comment, and a
+burst of 1,000 wake datagrams to the daemon's wake socket by path (refused by the socket's
+mode) plus 1,000 on a socket root connected and leaked to the user (refused only by the
+daemon's credential check).
 
 Files: the run directory ``/tmp/gpufair-soak-<time>-<pid>/`` keeps per mode the daemon's
 stderr (``daemon.log``), its store, config, every sample (``samples.jsonl``) and what each
@@ -59,6 +65,10 @@ Definitions (what the table counts):
   node of a type some waiting job fits counts as idle for the time since the previous sample
   (at most 2 samples' worth: no credit across slurmctld outages). CPU and memory are ignored
   (the nodes have plenty).
+- *started before its begin time*: a job (or array task) sampled RUNNING before the begin
+  time it asked for (its submission + the ``--begin=now+N``, less one sample).
+- array tasks count as jobs of their own (their job ids as Slurm split them out; one never
+  seen counts as vanished); a task started by gpufair as ``A_T`` is no bypass.
 - *rounds over the cap*: per round, the GPUs of the jobs whose Preempt/Migrate/Resize was
   done in that round (the job's size as submitted) against floor(max_preempt_share x GPUs).
 - round latency: ``rounds.latency_s`` of the rounds that finished.
@@ -96,7 +106,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +122,11 @@ CLUSTER_GPUS = 16                   # up.sh's default: 4 nodes x 4
 ROUND_S = 30.0
 MAX_PREEMPT_SHARE = 0.5
 GRACE_S = 5.0
+MIN_RUNTIME_S = 10.0                # below ROUND_S, as the default 30 s is below 120 s rounds
 SAMPLE_S = 2.0
+CPUS_PER_GPU = (1, 2, 4, 8)         # a node: 32 CPUs, 128,000 MB for its 4 GPUs
+MEM_PER_GPU_MB = (8000, 16000, 24000, 31000)
+BEGIN_S = (20.0, 90.0)
 USER_PREFIX = "gpufair-soak-"
 TERMINAL = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
                       "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"})
@@ -134,6 +148,11 @@ class JobSpec:
     checkpoint: bool = False
     cancel_after: float | None = None
     kind: str = "train"             # train | fifo | shadow | bytes
+    cpus_per_gpu: int = 1
+    mem_per_gpu_mb: int = 0         # 0: Slurm's default (DefMemPerCPU)
+    begin_s: float | None = None    # --begin=now+N
+    tasks: int = 0                  # --array=0-(tasks-1); 0: not an array
+    task_limit: int = 0             # its %N
 
     @property
     def nodes(self) -> int:
@@ -168,6 +187,7 @@ def user_stream(seed: int, user: int, span_s: float, rate: float) -> list[JobSpe
     """A Poisson stream for one user, from its own RNG (a user's jobs do not change when
     ``--users`` does)."""
     rng = random.Random(f"{seed}-user-{user}")
+    shape = random.Random(f"{seed}-user-{user}-shape")   # CPUs, memory, begin, arrays
     jobs, t, n = [], rng.expovariate(rate), 0
     while t < span_s:
         gpus = rng.choices([g for g, _ in SIZES], weights=[w for _, w in SIZES])[0]
@@ -175,9 +195,18 @@ def user_stream(seed: int, user: int, span_s: float, rate: float) -> list[JobSpe
         cancel = None
         if rng.random() < 0.12:
             cancel = rng.uniform(3, 20) if rng.random() < 0.5 else rng.uniform(30, 150)
-        jobs.append(JobSpec(f"u{user + 1}-j{n:03d}", user, round(t, 2), gpus, steps,
-                            typed=rng.random() < 0.25, checkpoint=rng.random() < 0.15,
-                            cancel_after=cancel))
+        spec = JobSpec(f"u{user + 1}-j{n:03d}", user, round(t, 2), gpus, steps,
+                       typed=rng.random() < 0.25, checkpoint=rng.random() < 0.15,
+                       cancel_after=cancel, cpus_per_gpu=shape.choice(CPUS_PER_GPU),
+                       mem_per_gpu_mb=shape.choice(MEM_PER_GPU_MB))
+        if shape.random() < 0.10:
+            spec = replace(spec, begin_s=round(shape.uniform(*BEGIN_S)))
+        if shape.random() < 0.08:   # a small array: as many tasks, fewer GPUs each
+            tasks = shape.randint(2, 6)
+            spec = replace(spec, kind="array", tasks=tasks, gpus=min(gpus, 2),
+                           steps=max(10, spec.steps // 2),
+                           task_limit=2 if shape.random() < 0.33 else 0)
+        jobs.append(spec)
         n += 1
         t += rng.expovariate(rate)
     return jobs
@@ -369,7 +398,7 @@ def write_config(path: Path, cluster: Cluster, store: Path, policy: str, seed: i
     hours-long ones would never demote a 20-240 s job, so nothing would be preempted)."""
     lines = ["[daemon]", f"policy = {json.dumps(policy)}", f"seed = {seed}",
              f"round_s = {ROUND_S}", f"max_preempt_share = {MAX_PREEMPT_SHARE}",
-             f"grace_s = {GRACE_S}", 'mode = "hard"',
+             f"grace_s = {GRACE_S}", f"min_runtime_s = {MIN_RUNTIME_S}", 'mode = "hard"',
              f"hook_dir = {json.dumps(str(cluster.hook_dir))}", "metrics_port = 0",
              "[slurm]", 'managed_partitions = ["gpu"]',
              "[store]", f"path = {json.dumps(str(store))}"]
@@ -471,6 +500,11 @@ class Observer:
     jobs: dict[str, JobSeen] = field(default_factory=dict)
     running: dict[tuple[str, int], float] = field(default_factory=dict)
     latest: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: job id -> first time seen RUNNING; an array task's job id -> its name A_T
+    first_run: dict[str, float] = field(default_factory=dict)
+    task_names: dict[str, str] = field(default_factory=dict)
+    #: array job id -> {task id: the task's job id}
+    tasks: dict[int, dict[int, str]] = field(default_factory=dict)
     gpus: int = CLUSTER_GPUS
     idle_gpu_s: float = 0.0
     busy_gpu_s: float = 0.0
@@ -518,8 +552,14 @@ class Observer:
             else:
                 seen.ended_at = None
             seen.state, seen.restarts = row["state"], row["restarts"]
+            if row["state"] == "RUNNING":   # Slurm's own start time: no sampling delay
+                started = row["start"] or now
+                self.first_run[job_id] = min(self.first_run.get(job_id, started), started)
             if row["state"] == "RUNNING" and row["managed"]:
                 self.running.setdefault((job_id, row["restarts"]), now)
+            if row["array"] and row["task"] is not None:
+                self.task_names[job_id] = f"{row['array']}_{row['task']}"
+                self.tasks.setdefault(row["array"], {})[row["task"]] = job_id
 
     def _integrate(self, jobs: dict[str, dict[str, Any]], nodes: list[dict[str, Any]],
                    now: float) -> None:
@@ -580,7 +620,16 @@ def _job_row(raw: dict[str, Any]) -> dict[str, Any]:
             "reason": str(raw.get("state_reason") or ""),
             "nodes": nodes, "per_node": per_node, "type": gpu_type,
             "on": str(raw.get("nodes") or ""),
-            "pinned": str(raw.get("required_nodes") or "")}
+            "pinned": str(raw.get("required_nodes") or ""),
+            "start": raw.get("start_time") if isinstance(raw.get("start_time"), int) else 0,
+            "array": int(raw.get("array_job_id") or 0),
+            "task": _task_id(raw)}
+
+
+def _task_id(raw: dict[str, Any]) -> int | None:
+    """The array task a record is (None: not an array task, or a record of several)."""
+    task = raw.get("array_task_id")
+    return task if isinstance(task, int) and 0 <= task < 0xFFFFFFFE else None
 
 
 def _node_row(raw: dict[str, Any]) -> dict[str, Any]:
@@ -656,6 +705,16 @@ def sbatch_argv(spec: JobSpec, user: User, script: Path) -> list[str]:
         extra = ["--comment", os.fsdecode(b"\xff\xfe")]
     if spec.checkpoint:
         extra.append("--comment=gpufair:checkpoint")
+    if spec.kind in ("train", "array"):   # one task per node: its CPUs and memory per node
+        extra += ["--ntasks-per-node=1", f"--cpus-per-task={spec.cpus_per_gpu * spec.per_node}"]
+        if spec.mem_per_gpu_mb:
+            extra.append(f"--mem={spec.mem_per_gpu_mb * spec.per_node}")
+    if spec.begin_s is not None:
+        extra.append(f"--begin=now+{spec.begin_s:g}")
+    if spec.tasks:
+        out = str(home / f"{spec.tag}_%a.log")
+        extra.append(f"--array=0-{spec.tasks - 1}"
+                     + (f"%{spec.task_limit}" if spec.task_limit else ""))
     gres = f"gpu:v100:{spec.per_node}" if spec.typed else f"gpu:{spec.per_node}"
     return ["sbatch", "--parsable", "-p", "gpu", "-J", name, "-o", out, "--open-mode=append",
             "-N", str(spec.nodes), f"--gres={gres}", *extra, str(script), str(home),
@@ -817,7 +876,7 @@ class Chaos:
 
 
 # ---- after the run: journal, logs, jobcomp ----------------------------------------------
-_KEY = re.compile(r"^(\w+):(\d+)#(\d+)")
+_KEY = re.compile(r"^(\w+):(\d+(?:_\d+)?)#(\d+)")
 
 
 def read_store(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -931,11 +990,32 @@ def reran_after_completion(record: Submitted, observer: Observer,
     return done >= 0 and log.find(b"run start", done) >= 0
 
 
+def workload_of(ledger: Ledger, observer: Observer) -> dict[str, Submitted]:
+    """The workload's jobs by job id: the plain ones, and every task of an array as a job of
+    its own (its job id as Slurm split it out, its own log; ``A_T`` if never seen)."""
+    out = ledger.ids("train")
+    for job_id, record in ledger.ids("array").items():
+        split = observer.tasks.get(int(job_id), {})
+        for task in range(record.spec.tasks):
+            task_id = split.get(task, f"{job_id}_{task}")
+            out[task_id] = replace(record, job_id=task_id, log=str(
+                Path(record.log).with_name(f"{record.spec.tag}_{task}.log")))
+    return out
+
+
+def started_early(workload: dict[str, Submitted], observer: Observer) -> list[str]:
+    """Jobs Slurm shows started before the begin time they asked for (1 s of slack: the
+    bench notes its submission time just before sbatch)."""
+    return sorted(i for i, r in workload.items() if r.spec.begin_s is not None
+                  and i in observer.first_run
+                  and observer.first_run[i] < r.at + r.spec.begin_s - 1.0)
+
+
 def summarize(name: str, ledger: Ledger, observer: Observer, chaos: Chaos,
               keeper: DaemonKeeper | None, cluster: Cluster, store: Path,
               daemon_log: Path, shadow_same: bool) -> dict[str, Any]:
     jobcomp = read_jobcomp(cluster.base / "log" / "jobcomp.txt")
-    workload = ledger.ids("train")
+    workload = workload_of(ledger, observer)
     ends = {i: end_state(i, observer, jobcomp) for i in workload}
     lost = {i: s for i, s in ends.items()
             if s != "COMPLETED" and not (s == "CANCELLED" and workload[i].cancelled)}
@@ -946,6 +1026,9 @@ def summarize(name: str, ledger: Ledger, observer: Observer, chaos: Chaos,
     out: dict[str, Any] = {
         "mode": name,
         "submitted": len(workload),
+        "array_tasks": sum(1 for r in workload.values() if r.spec.tasks),
+        "with_begin": sum(1 for r in workload.values() if r.spec.begin_s is not None),
+        "started_before_begin": started_early(workload, observer),
         "submit_failed": sum(1 for s in ledger.jobs.values() if s.job_id is None),
         "completed": sum(1 for s in ends.values() if s == "COMPLETED"),
         "cancelled_by_owner": sum(1 for i, s in ends.items()
@@ -991,9 +1074,12 @@ def _daemon_summary(ledger: Ledger, observer: Observer, keeper: DaemonKeeper, st
     rounds, actions = read_store(store)
     released = released_incarnations(actions)
     ours = ledger.ids()
+    ours.update(workload_of(ledger, observer))
+    names = observer.task_names      # an array task gpufair started as A_T
     bypasses = [{"job": j, "restart": r, "tag": ours[j].spec.tag if j in ours else "?",
                  "seen_at_s": round(t - ledger.t0, 1)}
-                for (j, r), t in sorted(observer.running.items()) if (j, r) not in released]
+                for (j, r), t in sorted(observer.running.items())
+                if (j, r) not in released and (names.get(j), r) not in released]
     sizes = {i: s.spec.gpus for i, s in ours.items()}
     burst_at = next((a.get("at") for a in ledger.acts if a["kind"] == "burst"), None)
     text = daemon_log.read_bytes().decode("utf-8", "replace") if daemon_log.exists() else ""
@@ -1034,8 +1120,10 @@ def drain(ledger: Ledger, observer: Observer, deadline: float) -> None:
     def all_ended() -> bool:
         with observer.lock:
             latest = dict(observer.latest)
+        arrays = {int(i) for i, s in ledger.ids().items() if s.spec.tasks}
         return all(latest.get(i, {}).get("state", "COMPLETED") in TERMINAL
-                   for i in ledger.ids())
+                   for i in ledger.ids()) and all(
+            row["state"] in TERMINAL for row in latest.values() if row["array"] in arrays)
     while time.time() < deadline and not all_ended():
         time.sleep(SAMPLE_S)
 
@@ -1117,8 +1205,9 @@ def _burst(r: dict[str, Any]) -> str:
 
 ROWS: tuple[tuple[str, bool, Any], ...] = (
     # label, needs the daemon, value
-    ("jobs submitted", False, lambda r: f"{r['submitted']}"
-     + (f" (+{r['submit_failed']} refused)" if r["submit_failed"] else "")),
+    ("jobs submitted (array tasks; with a begin time)", False, lambda r: f"{r['submitted']}"
+     + (f" (+{r['submit_failed']} refused)" if r["submit_failed"] else "")
+     + f" ({r['array_tasks']}; {r['with_begin']})"),
     ("jobs completed", False, lambda r: r["completed"]),
     ("jobs cancelled by their owner", False, lambda r: r["cancelled_by_owner"]),
     ("jobs lost (vanished / unfinished / other end)", False, lambda r:
@@ -1126,6 +1215,8 @@ ROWS: tuple[tuple[str, bool, Any], ...] = (
      f"{r['lost'] - r['vanished'] - r['unfinished']})"),
     ("jobs FAILED", False, lambda r: r["failed"]),
     ("jobs re-run after COMPLETED", False, lambda r: len(r["rerun_after_completed"])),
+    ("jobs started before their begin time", False,
+     lambda r: len(r["started_before_begin"])),
     ("bypasses (runs gpufair did not release)", True, lambda r: len(r["bypasses"])),
     ("daemon SIGKILLs / crashes / hangs", True, lambda r:
      f"{r['kills']} / {len(r['crashes'])} / {r['hangs']} (max gap {r['max_gap_s']} s)"),

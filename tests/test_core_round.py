@@ -241,3 +241,29 @@ def test_journal_keeps_the_grace_of_moves():
     for action in (Migrate("a", ("n0:0",), 12.5), Resize("b", ("n1:0", "n1:1"), 3.0),
                    Preempt("c", grace_s=7.0), Start("d", ("n2:0",))):
         assert action_from_dict(action_to_dict(action)) == action
+
+
+def test_the_daemons_default_rules_keep_a_job_started_moments_ago_whoever_started_it():
+    """Issue 29: jobs a fill-only round started were preempted or moved at 0.4-0.8 s of run
+    time by the next timer round (min_runtime_s defaulted to 0). The daemon's defaults now
+    hold back a preemption, a migration and a resize of such jobs, and the starts that
+    needed their GPUs; the simulator's RoundRules still guard nothing."""
+    from gpufair.core.config import DEFAULT_MIN_RUNTIME_S, DaemonOptions
+
+    now = 1000.0
+    jobs = (running("filled", 0, start=now - 0.6), running("moved", 1, start=now - 0.8),
+            running("resized", 2, start=now - DEFAULT_MIN_RUNTIME_S + 1),
+            running("old", 3, start=now - DEFAULT_MIN_RUNTIME_S))
+    state = ClusterState(now, nodes=NODES, jobs=jobs)
+    actions = [Preempt("filled"), Migrate("moved", ("n3:0", "n3:1", "n3:2", "n3:3")),
+               Resize("resized", ("n2:0", "n2:1")), Preempt("old"),
+               Start("w", ("n0:0", "n0:1", "n0:2", "n0:3"))]
+    rules = DaemonOptions().rules()
+    assert rules.min_runtime_s == DEFAULT_MIN_RUNTIME_S > 0
+    kept, held = actions, []
+    for guard in rules.guards():
+        kept, more = guard(state, kept)
+        held += more
+    assert kept == [Preempt("old")]
+    assert [d.action for d in held] == [actions[0], actions[1], actions[2], actions[4]]
+    assert RoundRules().min_runtime_s == 0.0

@@ -74,7 +74,6 @@ def test_a_pending_job_has_no_attained_time_nor_start():
 
 @pytest.mark.parametrize(("state", "reason", "priority", "held"), [
     ("PENDING", "JobHeldUser", 1000, True),      # a hold reason alone
-    ("PENDING", "JobHeldAdmin", 1000, True),
     ("PENDING", "job requeued in held state", 1000, True),
     ("PENDING", "Priority", 0, True),            # priority 0 alone: scontrol hold's mark
     ("PENDING", "Priority", 1, False),
@@ -88,6 +87,18 @@ def test_held_is_a_hold_reason_or_a_pending_job_at_priority_zero(state, reason, 
     else:
         _, info = one(state, **fields)
     assert info.held is held
+
+
+def test_an_administrator_s_hold_is_waiting_not_demand():
+    """JobHeldAdmin is a hold too, but never gpufair's own (its holds are user holds): the
+    job waits for the administrator, out of the plan (tests/test_slurm_eligibility.py)."""
+    jobs = copy.deepcopy(SQUEUE)
+    record = next(j for j in jobs["jobs"] if j["job_id"] == 4)
+    record.update(job_state="PENDING", state_reason="JobHeldAdmin", priority=1000)
+    view = translate(jobs, SINFO, now=NOW)
+    assert "4" not in {j.id for j in view.state.jobs}
+    assert [why for job, why in view.waiting if job.id == "4"] == [
+        "held by an administrator (scontrol hold); scontrol uhold hands it back"]
 
 
 @pytest.mark.parametrize(("per_node", "per_job", "nodes", "gpus"), [

@@ -440,6 +440,24 @@ def test_same_seed_same_plans_over_rounds(name: str, snapshot: str) -> None:
     assert [plan_key(p) for p in first] == [plan_key(p) for p in second]
 
 
+#: the papers' own baselines, as options of existing policies (issue 36): each keeps the
+#: contract on every snapshot and over rounds, like the defaults
+PAPER_BASELINES: dict[str, tuple[str, dict[str, object]]] = {
+    "themis lengths=attained": ("themis", {"lengths": "attained"}),
+}
+
+
+@pytest.mark.parametrize("snapshot", SNAPSHOTS)
+@pytest.mark.parametrize("variant", PAPER_BASELINES)
+def test_paper_baseline_keeps_the_contract(variant: str, snapshot: str) -> None:
+    name, options = PAPER_BASELINES[variant]
+    state = SNAPSHOTS[snapshot]()
+    plan = create_policy(name, config(**options)).schedule(state, state.time_s)
+    assert_contract(state, plan, f"{variant} on {snapshot}")
+    if snapshot in SEQUENCE_SNAPSHOTS:
+        run_rounds(create_policy(name, config(**options)), state, 3)
+
+
 # -- options ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", POLICIES)
 def test_unknown_option_is_rejected(name: str) -> None:

@@ -175,7 +175,7 @@ def test_hold_and_cancel_are_plain_verbs():
     transport = FakeTransport()
     adapter = SlurmAdapter(transport, SlurmSettings())
     assert adapter.hold("4").ok and adapter.cancel("4").ok
-    assert transport.calls == [("hold", "4", None), ("cancel", "4", None)]
+    assert transport.calls == [("uhold", "4", None), ("cancel", "4", None)]
 
 
 def _running(**kw) -> dict:
@@ -279,3 +279,52 @@ def test_a_restart_after_a_requeue_waits_into_the_next_second():
     assert times["requeuehold"] == 1000.3
     assert times["update"] >= 1001.0 and times["release"] >= 1001.0
     assert sleeps and sleeps[0] == pytest.approx(0.75)
+
+
+def test_a_problem_is_logged_once_while_it_lasts(caplog):
+    """Issue 29: a job's malformed ``gpufair:gpus=`` comment was warned about at every read
+    (twice per round, and at every poll) for as long as the job waited."""
+    transport = FakeTransport()
+    transport.jobs["jobs"][4]["comment"] = "gpufair:gpus=8-1"
+    adapter = SlurmAdapter(transport, SlurmSettings(), mode="hard")
+
+    def warned() -> int:
+        return sum("gpufair:gpus=8-1" in r.getMessage() for r in caplog.records)
+
+    with caplog.at_level("WARNING", logger="gpufair.slurm"):
+        for _ in range(4):
+            adapter.reconcile()
+            adapter.snapshot()
+        assert warned() == 1
+        transport.jobs["jobs"][4]["comment"] = ""
+        adapter.snapshot()
+        transport.jobs["jobs"][4]["comment"] = "gpufair:gpus=8-1"
+        adapter.snapshot()
+        adapter.snapshot()
+    assert warned() == 2   # gone, then back: logged again
+
+
+def test_a_disagreement_that_outlives_the_rereads_keeps_sinfos_gpus_in_use():
+    """squeue and sinfo are read again while they disagree on the GPUs in use, at most
+    CONSISTENT_READS pairs: GPUs sinfo shows in use that no job holds (a job gpufair cannot
+    see) are then never offered, and the round goes on."""
+    from gpufair.adapters.slurm.adapter import CONSISTENT_READS
+
+    transport = FakeTransport()
+    reads = []
+    original = transport.read_jobs
+
+    def counted() -> dict:
+        reads.append(1)
+        return original()
+
+    transport.read_jobs = counted
+    transport.jobs["jobs"][0].update(job_state="PENDING", nodes="", gres_detail=[])
+    state = SlurmAdapter(transport, SlurmSettings(), mode="soft").snapshot()
+    assert len(reads) == CONSISTENT_READS == 3
+    node = next(n for n in state.nodes if n.name == "gpu-k80-1")
+    assert node.unavailable == (0, 1)
+    reads.clear()
+    transport.jobs = json.loads((DATA / "squeue.json").read_text())   # they agree: one pair
+    SlurmAdapter(transport, SlurmSettings(), mode="soft").snapshot()
+    assert len(reads) == 1

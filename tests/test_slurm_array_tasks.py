@@ -32,7 +32,8 @@ from gpufair.model import JobState, Preempt, SetPriority, Start
     (" 0-1 ", TaskList(0, 2)),
 ])
 def test_task_lists_as_slurm_prints_them(text, expected):
-    assert parse_task_list(text) == expected
+    got = parse_task_list(text)
+    assert (got.first, got.count, got.limit) == (expected.first, expected.count, expected.limit)
 
 
 @pytest.mark.parametrize(("text", "why"), [
@@ -77,13 +78,17 @@ def _array(tasks: str, *, limit: int = 0, split: dict[int, str] | None = None) -
 NOW = 1795305510.0
 
 
-def test_a_pending_array_record_is_the_job_of_its_lowest_task():
+def test_a_pending_array_record_is_the_jobs_of_its_tasks():
+    """Each task the record stands for is a job ``A_T`` of its own (issue 29: one job for the
+    whole record started one task per round), started by ``A_T``, held by the record."""
     view = translate(_array("3,5-9:2", split={1: "RUNNING"}), SINFO, now=NOW)
     assert view.problems == ()
     jobs = {j.id: j for j in view.state.jobs if j.app == "5"}
-    assert set(jobs) == {"5_3", "40"}
-    assert (jobs["5_3"].gpus, jobs["5_3"].state) == (1, JobState.PENDING)
-    assert (view.jobs["5_3"].job_id, view.jobs["5_3"].record_id) == ("5_3", "5")
+    assert set(jobs) == {"5_3", "5_5", "5_7", "5_9", "40"}
+    for task in ("5_3", "5_5", "5_7", "5_9"):
+        assert (jobs[task].gpus, jobs[task].state) == (1, JobState.PENDING)
+        assert (view.jobs[task].job_id, view.jobs[task].control_id,
+                view.jobs[task].record_id) == (task, task, "5")
     assert jobs["40"].state is JobState.RUNNING and jobs["40"].attained_s == 50.0
     # a task is named A_T to scontrol/scancel: its array's number is the whole array to
     # scontrol, and scancel does not find a task by its own job id
@@ -102,7 +107,12 @@ def test_the_tasks_of_an_array_are_in_task_order_at_their_arrays_place():
     later.update(job_id=6)
     doc["jobs"].insert(0, later)
     order = [j.id for j in translate(doc, SINFO, now=NOW).state.jobs]
-    assert order == ["1", "2", "3", "4", "40", "41", "5_3", "6"]
+    assert order == ["1", "2", "3", "4", "40", "41", *(f"5_{t}" for t in range(3, 10)), "6"]
+    # a task split out of the middle of the record (its owner's refused release splits it)
+    # stays at its task's place: else FIFO would take GPUs back for it from tasks after it
+    middle = [j.id for j in translate(_array("0-2,4-5", split={3: "PENDING"}), SINFO,
+                                      now=NOW).state.jobs]
+    assert middle == ["1", "2", "3", "4", "5_0", "5_1", "5_2", "40", "5_4", "5_5"]
 
 
 def test_an_unreadable_task_list_skips_the_record_naming_it():
@@ -124,6 +134,27 @@ def test_an_array_at_its_limit_of_running_tasks_waits():
     room = translate(_array("2-7%2", limit=2, split={0: "RUNNING", 1: "COMPLETED"}), SINFO,
                      now=NOW)
     assert room.waiting == () and "5_2" in {j.id for j in room.state.jobs}
+    # one task runs, the limit is 2: one more task may start, the lowest
+    assert [j.id for j in room.state.jobs if j.id.startswith("5_")] == ["5_2"]
+    wide = translate(_array("2-7%4", limit=4, split={0: "RUNNING"}), SINFO, now=NOW)
+    assert [j.id for j in wide.state.jobs if j.id.startswith("5_")] == ["5_2", "5_3", "5_4"]
+
+
+def test_an_array_lists_no_more_tasks_than_could_run_at_once():
+    """An array of 4 million tasks is not 4 million jobs to the policy: at most as many as
+    the cluster's GPUs could run at once (the rest follow as these start)."""
+    gpus = sum(n.gpus for n in translate({"jobs": []}, SINFO, now=NOW).state.nodes)
+    view = translate(_array("0-3999999"), SINFO, now=NOW)
+    assert [j.id for j in view.state.jobs if j.app == "5"] == [f"5_{t}" for t in range(gpus)]
+    cut = translate(_array("2,4,9-10..."), SINFO, now=NOW)   # Slurm cut the list short
+    assert [j.id for j in cut.state.jobs if j.app == "5"] == ["5_2", "5_4"]
+
+
+def test_a_task_list_knows_its_tasks():
+    tasks = parse_task_list("1,4-12:4,20-21%3")
+    assert [t for t in range(25) if t in tasks] == [1, 4, 8, 12, 20, 21]
+    assert tasks.ids(4) == [1, 4, 8, 12] and tasks.ids(100) == [1, 4, 8, 12, 20, 21]
+    assert parse_task_list("5,1-2").ids(2) == [1, 2] and "1" not in tasks
 
 
 def test_a_start_acts_on_the_task_a_hold_or_a_priority_on_the_record():
@@ -137,7 +168,7 @@ def test_a_start_acts_on_the_task_a_hold_or_a_priority_on_the_record():
     released = copy.copy(info)
     object.__setattr__(released, "held", False)    # released whole (before this change)
     assert [(s.verb, s.job_id) for s in steps_for(Preempt("5_3"), released, hard=True)] == \
-        [("hold", "5"), ("verify-held", "5")]
+        [("uhold", "5"), ("verify-held", "5")]
 
 
 class _Docs:
@@ -165,7 +196,8 @@ def test_a_task_is_read_as_its_own_record_once_split_out_else_as_its_array_recor
     slurm = SlurmAdapter(docs, SlurmSettings(), sleep=lambda s: None)
     assert slurm._read_job("5_3")["job_id"] == 5
     assert slurm._read_job("5_3", own=True) is None
-    assert slurm._read_job("5_4") is None     # in the record, but not the one to start
+    assert slurm._read_job("5_4")["job_id"] == 5   # any task the record stands for
+    assert slurm._read_job("5_10") is None
     assert slurm._read_job("6_3") is None
     docs.jobs = _array("4-9", split={3: "PENDING"})
     assert slurm._read_job("5_3")["job_id"] == 40

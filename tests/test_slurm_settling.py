@@ -95,7 +95,7 @@ def _adapter(site: Site) -> SlurmAdapter:
 
 
 def _holds(site: Site) -> list[str]:
-    return sorted(job for (verb, job), n in site.verbs.items() if verb == "hold" for _ in range(n))
+    return sorted(job for (verb, job), n in site.verbs.items() if verb == "uhold" for _ in range(n))
 
 
 def _settling_site() -> Site:
@@ -234,7 +234,7 @@ def test_a_job_released_onto_a_node_down_or_drained_in_slurm_is_held_again(base,
     adapter.reconcile()
     assert _holds(site) == ["3"]
     # held again, this round's snapshot (read afresh) has it waiting, for the policy to place
-    site.jobs["3"].update(priority=0, state_reason="JobHeldAdmin")
+    site.jobs["3"].update(priority=0, state_reason="JobHeldUser")
     state = adapter.snapshot()
     assert {j.id: j.state for j in state.jobs} == {"3": JobState.PENDING}
     assert {n.name: n.state for n in state.nodes}["v2"] is NodeState.UP

@@ -66,7 +66,7 @@ class Slurm(FakeSlurm):
 
     def control(self, verb: str, job_id: str, fields: dict | None = None) -> CommandResult:
         job = self.jobs.get(job_id)
-        if job is None or verb not in ("hold", "release") or (verb == "release"
+        if job is None or verb not in ("uhold", "release") or (verb == "release"
                                                                 and not self.slow):
             return super().control(verb, job_id, fields)
         self.verbs[(verb, job_id)] += 1
@@ -77,7 +77,7 @@ class Slurm(FakeSlurm):
             self.released.append(job_id)
             self.ages[job_id] = 0
         else:
-            job.update(priority=0, state_reason="JobHeldAdmin")
+            job.update(priority=0, state_reason="JobHeldUser")
             self.released = [j for j in self.released if j != job_id]
             self.ages.pop(job_id, None)
         return CommandResult(True, verb)
@@ -148,7 +148,7 @@ def test_gandiva_fair_remembers_a_job_slurm_starts_late(step_s, lag):
     assert len({tuple(sorted(t["selection"])) for t in fast}) > 1
     assert max(fast[-1]["local_pass"].values()) > 0
     if step_s == 60.0:      # some were taken back before they started
-        assert any(verb == "hold" for verb, _ in late.verbs)
+        assert any(verb == "uhold" for verb, _ in late.verbs)
 
 
 def _with(slurm: Slurm) -> Slurm:
@@ -203,7 +203,7 @@ def test_preempting_a_job_that_has_not_started_holds_it(mode):
     [outcome] = adapter.apply([Preempt("2", mode)])
     assert outcome.ok, outcome.detail
     assert slurm.jobs["2"]["priority"] == 0 and slurm.jobs["2"]["job_state"] == "PENDING"
-    assert [v for (v, j) in slurm.verbs if j == "2"] == ["hold"]
+    assert [v for (v, j) in slurm.verbs if j == "2"] == ["uhold"]
     assert adapter.effect_visible(Preempt("2", mode), adapter.view())
     # started meanwhile: not held behind Slurm's back, the next round preempts it properly
     slurm.jobs["3"].update(priority=1, state_reason="Priority", required_nodes="v2",

@@ -49,7 +49,7 @@ class Site(FakeSlurm):
 def _reconcile(site: Site) -> list[str]:
     adapter = SlurmAdapter(site, SlurmSettings(), mode="hard")
     adapter.reconcile()
-    return [job for (verb, job), n in site.verbs.items() if verb == "hold" for _ in range(n)]
+    return [job for (verb, job), n in site.verbs.items() if verb == "uhold" for _ in range(n)]
 
 
 def test_a_released_job_whose_node_was_taken_is_held_again():
@@ -58,7 +58,7 @@ def test_a_released_job_whose_node_was_taken_is_held_again():
     site.used["gpu-k80-1"] = "gpu:k80:1(IDX:2)"       # an unmanaged job took one GPU
     assert _reconcile(site) == ["10"]
     # held again, it is the policy's to place in this very round's snapshot
-    site.jobs["10"].update(priority=0, state_reason="JobHeldAdmin")
+    site.jobs["10"].update(priority=0, state_reason="JobHeldUser")
     adapter = SlurmAdapter(site, SlurmSettings(), mode="hard")
     state = adapter.snapshot()
     assert "10" in {j.id for j in state.jobs}
@@ -82,7 +82,7 @@ def test_a_dry_run_without_reconcile_plans_what_the_daemon_does_after_it():
     dry = round_on(SlurmAdapter(site(), SlurmSettings(), mode="hard").snapshot())
     live = site()
     assert _reconcile(live) == ["10"]
-    live.jobs["10"].update(priority=0, state_reason="JobHeldAdmin")   # the hold's effect
+    live.jobs["10"].update(priority=0, state_reason="JobHeldUser")   # the hold's effect
     daemon = round_on(SlurmAdapter(live, SlurmSettings(), mode="hard").snapshot())
     assert dry == daemon == [Start("10", tuple(f"gpu-k80-2:{i}" for i in range(4)))]
 

@@ -104,8 +104,9 @@ def test_the_dry_run_shows_the_owner_held_job_waiting_and_starts_the_others(tmp_
 
 def test_release_held_picks_only_what_waits_for_gpufair():
     """The uninstall's ``gpufair unhold``: every job the lua held and nothing else —
-    not the owner's own hold, not a hold outside gpufair's partitions, not a running job,
-    not a record it cannot read (expected ids written out by hand)."""
+    not the owner's own hold, not an administrator's, not a hold outside gpufair's
+    partitions, not a running job, not a record it cannot read (expected ids written out by
+    hand)."""
     from gpufair.adapters.slurm.translate import held_by_gpufair
     doc = _jobs(
         _job(1),                                                 # held by the lua: release
@@ -115,7 +116,8 @@ def test_release_held_picks_only_what_waits_for_gpufair():
         _job(5, admin=""),                                       # not gpufair's: keep
         _job(6, state="RUNNING", priority=1, state_reason="None"),   # runs: nothing to do
         _job(7, priority=0, state_reason="Dependency"),          # lua-held, waits on a parent
-        _job(8, state_reason="JobHeldAdmin", priority=0),        # held again by gpufair
+        _job(8, state_reason="JobHeldUser", priority=0),         # held again by gpufair
+        _job(12, state_reason="JobHeldAdmin", priority=0),       # an admin's hold: keep
         _job(9, priority=100, state_reason="Priority"),          # released, waits: nothing
         _job(10, comment=7),                                     # unreadable: left alone
         {"job_id": "11", "job_state": "PENDING"},                # no mark, odd id: left
@@ -144,3 +146,26 @@ def test_release_held_command_releases_each_through_scontrol(monkeypatch, capsys
     assert calls == [("release", "1"), ("release", "4")]
     out = capsys.readouterr().out
     assert "released  job 1" in out and "FAILED    job 4: Invalid job id" in out
+
+
+def test_an_owner_hold_kept_in_the_admin_comment_counts_while_the_comment_has_no_room():
+    """A comment of 1,008-1,024 bytes leaves no room for the mark (Slurm's limit is 1,024):
+    job_submit.lua then keeps the owner's hold in the admin comment, which counts only while
+    the comment still leaves no room; in the comment of a job the lua did not mark, or with
+    room to spare, the admin comment's word means nothing."""
+    from gpufair.adapters.slurm.translate import COMMENT_MAX, mark_fits, user_held
+
+    admin = "gpufair:managed gpufair:userhold"
+    full = "x" * (COMMENT_MAX - 16)          # 1,008 bytes: " gpufair:userhold" is 17
+    fits = "x" * (COMMENT_MAX - 17)
+    assert not mark_fits(full) and mark_fits(fits) and mark_fits("")
+    assert mark_fits(f"{fits} gpufair:userhold") and not mark_fits("é" * 504)
+    assert user_held(_job(1, comment=full, admin=admin))
+    assert not user_held(_job(2, comment=fits, admin=admin))      # released: moved, then out
+    assert user_held(_job(3, comment=f"{fits} gpufair:userhold", admin=admin))
+    assert not user_held(_job(4, comment=full, admin="gpufair:userhold"))   # not managed
+    view = translate(_jobs(_job(1, comment=full, admin=admin), _job(2, comment=full)), SINFO,
+                     now=NOW, managed_partitions=["gpu"])
+    assert [(j.id, why) for j, why in view.waiting] == \
+        [("1", "held by its owner until they release it")]
+    assert [j.id for j in view.state.jobs] == ["2"]

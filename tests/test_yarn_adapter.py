@@ -15,7 +15,7 @@ from gpufair.model import JobState, Migrate, Preempt, Resize, SetPriority, Start
 from gpufair.plugin.service import build_daemon
 from gpufair.plugin.store import DONE, Store
 from gpufair.settings import parse_settings
-from tests.yarn_emulator import RMServer
+from tests.yarn_emulator import SHAPES, RMServer
 from tests.yarn_setup import gpu_cluster, yarn_config, yarn_settings
 
 
@@ -37,8 +37,17 @@ def caps(cluster) -> dict[str, float]:
     return {q.name: q.max_capacity for p, q in cluster.queues.items() if p != "root"}
 
 
-def test_snapshot_of_a_gpu_cluster(rm) -> None:
-    cluster, server = rm
+@pytest.mark.parametrize("shape", SHAPES)
+def test_snapshot_of_a_gpu_cluster(shape) -> None:
+    cluster = gpu_cluster(shape=shape)
+    server = RMServer(cluster)
+    try:
+        _snapshot_of_a_gpu_cluster(cluster, server)
+    finally:
+        server.close()
+
+
+def _snapshot_of_a_gpu_cluster(cluster, server) -> None:
     a1 = cluster.submit("alice", "a", 2)                          # placed: gpu01:0-1
     b1 = cluster.submit("bob", "b", 2, gpus_per_container=2)      # 4 GPUs > b's 4? = fits
     a2 = cluster.submit("alice", "a", 3)                          # a: 2 + 3 > 4: waits
@@ -195,12 +204,14 @@ def test_ha_follows_the_active_rm() -> None:
 
 
 # ---- the daemon's round, end to end -----------------------------------------------------------
-def test_plan_becomes_capacities_and_allocation_converges(tmp_path) -> None:
+@pytest.mark.parametrize("shape", SHAPES)
+def test_plan_becomes_capacities_and_allocation_converges(tmp_path, shape) -> None:
     """FIFO over 8 GPUs: a1 (4) and a2 (2) of tenant a, b1 (2) and b2 (2) of tenant b, in
     that order. The RM's start (a: 50 %, b: 50 %) runs a1, b1, b2 and leaves a2 waiting; FIFO
     wants a1, a2, b1 and b2 waiting. By hand: b2 is killed, capacities become a 75 %,
-    b 25 %, and the RM then runs a2: a holds 6, b holds 2."""
-    cluster = gpu_cluster()
+    b 25 %, and the RM then runs a2: a holds 6, b holds 2. The same on an RM that answers in
+    Hadoop-AI's shape."""
+    cluster = gpu_cluster(shape=shape)
     server = RMServer(cluster)
     try:
         a1 = cluster.submit("alice", "a", 4)

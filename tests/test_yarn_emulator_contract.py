@@ -249,3 +249,30 @@ def test_fair_scheduler_like_the_published_one() -> None:
         assert get(server, f"/apps/{app}")["app"]["queue"] == "root.sample_queue.sub"
     finally:
         server.close()
+
+
+def test_hadoop_ai_shape_like_the_captured_replies() -> None:
+    """In Hadoop-AI's shape, with a dedicated-VC partition, the emulator's nodes and
+    scheduler carry every field of the replies captured on OpenPAI clusters (tests/data/yarn/
+    hadoop-ai), with their JSON types: GPUs as counts and a bitmask, resources with GPUs,
+    capacities and usage per partition."""
+    cluster = Cluster([EmuNode("10.0.0.1", 4), EmuNode("10.0.0.2", 4, label="test_vc")],
+                      {"root.default": (100, 100), "root.test_vc": (0, 100)},
+                      partitions={"root.test_vc": {"test_vc": (100, 100)}},
+                      default_labels={"root.test_vc": "test_vc"},
+                      accessible={"root.test_vc": ("test_vc",)}, shape="hadoop-ai")
+    server = RMServer(cluster)
+    try:
+        cluster.submit("alice", "default", 1)
+        cluster.submit("vera", "test_vc", 2)
+        cluster.tick()
+        nodes = get(server, "/nodes")["nodes"]["node"]
+        labelled, plain = real("hadoop-ai/nodes_with_label.json")["nodes"]["node"]
+        assert same_shape(labelled, nodes[1]) == [] and same_shape(plain, nodes[0]) == []
+        assert same_shape(real("hadoop-ai/nodes.json")["nodes"]["node"][0], nodes[0]) == []
+        assert (nodes[0]["usedGPUs"], nodes[0]["availableGPUAttribute"]) == (1, 0b1110)
+        scheduler = get(server, "/scheduler")
+        for rel in ("hadoop-ai/scheduler.json", "hadoop-ai/scheduler_with_label.json"):
+            assert same_shape(real(rel), scheduler, skip=frozenset({"operationsInfo"})) == []
+    finally:
+        server.close()

@@ -49,6 +49,6 @@ def test_the_rm_limit_lets_in_exactly_the_share(total: int) -> None:
         for b in range(total + 1 - a):
             cluster = Cluster([EmuNode("n", total)], {"root.a": (50, 50), "root.b": (50, 50),
                                                       "root.rest": (0, 0)})
-            cluster.queues = cluster.mutate(mutation(capacities({"a": a, "b": b}, total,
-                                                                ROOT)))
+            caps = capacities({"a": a, "b": b}, total, ROOT)
+            cluster.queues = cluster.mutate(mutation({"": caps}))
             assert (cluster.gpu_limit("a"), cluster.gpu_limit("b")) == (a, b), (total, a, b)

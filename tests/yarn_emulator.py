@@ -65,6 +65,18 @@ def resource(memory: int, vcores: int, gpus: int) -> dict:
                                 info(GPU, "", gpus)]}}
 
 
+def hadoop_ai_resource(memory: int, vcores: int, gpus: int) -> dict:
+    """A resource object of Hadoop-AI (OpenPAI's 2.9 fork): ``GPUs`` beside memory and vCores,
+    no ``resourceInformations`` (tests/data/yarn/hadoop-ai/scheduler.json)."""
+    return {"memory": memory, "vCores": vcores, "GPUs": gpus}
+
+
+#: The reply shapes the emulator speaks: upstream Hadoop 3.1+ (``yarn.io/gpu`` in
+#: resourceInformations) and Hadoop-AI (``GPUs`` in every resource object; nodes with
+#: usedGPUs/availableGPUs/availableGPUAttribute and no totalResource).
+SHAPES = ("hadoop-3", "hadoop-ai")
+
+
 def listed(values: list) -> list | None:
     """Jersey 1 natural notation writes an empty collection as null."""
     return values or None
@@ -95,6 +107,7 @@ class Container:
     memory_mb: int
     vcores: int
     started_ms: int
+    indices: tuple[int, ...] = ()     # the node's GPUs it holds (Hadoop-AI's bitmask shows them)
 
 
 @dataclass
@@ -139,10 +152,25 @@ class Queue:
     max_capacity: float
     state: str = "RUNNING"
     children: list[str] = field(default_factory=list)
+    #: node-label partitions the queue may use (accessible-node-labels) → [capacity,
+    #: maximum-capacity] on that partition; the default partition "" is the two fields above
+    labels: dict[str, list[float]] = field(default_factory=dict)
+    default_label: str = ""         # default-node-label-expression: where its apps run
+    accessible: tuple[str, ...] | None = None   # accessible-node-labels; None: "*" (all)
+
+    def may_use(self, label: str) -> bool:
+        return not label or self.accessible is None or label in self.accessible
 
     @property
     def name(self) -> str:
         return self.path.rpartition(".")[2]
+
+    def caps(self, partition: str) -> tuple[float, float]:
+        """(capacity, maximum-capacity) on ``partition``; 0 where it has no access."""
+        if not partition:
+            return self.capacity, self.max_capacity
+        cap = self.labels.get(partition)
+        return (cap[0], cap[1]) if cap else (0.0, 0.0)
 
 
 @dataclass
@@ -166,7 +194,17 @@ class Cluster:
                  mutable_conf: bool = True, max_priority: int = 20, scheduler: str = "capacity",
                  clock: Callable[[], float] = time.time, kill_ticks: int = 1,
                  auth: str = "none", rest_submit: bool = True,
-                 heartbeats: bool = False) -> None:
+                 heartbeats: bool = False, shape: str = "hadoop-3",
+                 partitions: dict[str, dict[str, tuple[float, float]]] | None = None,
+                 default_labels: dict[str, str] | None = None,
+                 accessible: dict[str, tuple[str, ...]] | None = None) -> None:
+        """``partitions``: queue path → {node label: (capacity, maximum-capacity)} on that
+        label's partition (the root gets 100 on every label); ``default_labels``: queue path
+        → the partition its apps run in (nodes with that label); ``accessible``: queue path
+        → the only labels it may use (others: ``*``, every label)."""
+        if shape not in SHAPES:
+            raise ValueError(f"shape must be one of {SHAPES}")
+        self.shape = shape
         self.lock = threading.RLock()
         self.nodes = {n.id: n for n in nodes}
         self.queues: dict[str, Queue] = {"root": Queue("root", 100.0, 100.0)}
@@ -176,6 +214,14 @@ class Cluster:
             parent = path.rpartition(".")[0]
             if parent:
                 self.queues[parent].children.append(path)
+        for path, caps in (partitions or {}).items():
+            for label, (cap, max_cap) in caps.items():
+                self.queues[path].labels[label] = [cap, max_cap]
+                self.queues["root"].labels[label] = [100.0, 100.0]
+        for path, label in (default_labels or {}).items():
+            self.queues[path].default_label = label
+        for path, labels in (accessible or {}).items():
+            self.queues[path].accessible = tuple(labels)
         self.apps: dict[str, EmuApp] = {}
         self.mutable_conf = mutable_conf
         self.max_priority = max_priority
@@ -258,25 +304,34 @@ class Cluster:
         assert path is not None
         return self.queues[path].name
 
-    def absolute(self, path: str, attr: str) -> float:
-        """Percent of the cluster: the product of the (max) capacities down the path."""
+    def absolute(self, path: str, attr: str, partition: str = "") -> float:
+        """Percent of a partition: the product of the (max) capacities down the path."""
         value = 100.0
         parts = path.split(".")
+        which = 0 if attr == "capacity" else 1
         for i in range(1, len(parts)):
             q = self.queues[".".join(parts[: i + 1])]
-            value *= getattr(q, attr) / 100.0
+            value *= q.caps(partition)[which] / 100.0
         return value
 
-    def total_gpus(self) -> int:
-        return sum(n.gpus for n in self.nodes.values() if n.state == "RUNNING")
+    def total_gpus(self, partition: str | None = None) -> int:
+        """GPUs of the running nodes (of one partition: the nodes with that label)."""
+        return sum(n.gpus for n in self.nodes.values() if n.state == "RUNNING"
+                   and (partition is None or (n.label or "") == partition))
+
+    def partition_of(self, leaf: str) -> str:
+        path = self.find_queue(leaf)
+        return self.queues[path].default_label if path else ""
 
     def gpu_limit(self, leaf: str) -> int:
+        """The queue's GPUs at most, on the partition its apps run in."""
         path = self.find_queue(leaf)
         assert path is not None
+        part = self.queues[path].default_label
         # the RM compares usage with the limit as fractions: no rounding in the queue's
         # favour (the 1e-9 only absorbs float multiplication error)
-        return math.floor(self.absolute(path, "max_capacity") * self.total_gpus() / 100.0
-                          + 1e-9)
+        return math.floor(self.absolute(path, "max_capacity", part)
+                          * self.total_gpus(part) / 100.0 + 1e-9)
 
     # ---- the scheduler --------------------------------------------------------------------
     def tick(self) -> None:
@@ -333,8 +388,10 @@ class Cluster:
             app = min(waiting, key=lambda a, used=used: self._order(a, used))
             tried.add(app.id)
             need = app.outstanding * app.gpus_per_container
+            part = self.partition_of(app.queue)
+            room = {n: f for n, f in free.items() if (self.nodes[n].label or "") == part}
             if node is not None:    # one node's heartbeat: what fits there, gang or not
-                fits = min(app.outstanding, free.get(node, 0) // app.gpus_per_container,
+                fits = min(app.outstanding, room.get(node, 0) // app.gpus_per_container,
                            (self.gpu_limit(app.queue) - used.get(app.queue, 0))
                            // app.gpus_per_container)
                 plan = [node] * max(0, fits)
@@ -343,15 +400,19 @@ class Cluster:
             elif used.get(app.queue, 0) + need > self.gpu_limit(app.queue):
                 continue
             else:
-                plan = self._gang(app, free)
+                plan = self._gang(app, room)
                 if len(plan) < app.outstanding:
                     continue        # the gang does not fit: nothing of it is placed
             now_ms = int(self.clock() * 1000)
             attempt = len(app.placed)
             for k, nid in enumerate(plan):
                 cid = f"container_{app.id[12:]}_01_{attempt + k + 2:06d}"
+                busy = {i for a in self.apps.values() for c in a.placed if c.node == nid
+                        for i in c.indices}
+                indices = tuple(i for i in range(self.nodes[nid].gpus)
+                                if i not in busy)[:app.gpus_per_container]
                 app.placed.append(Container(cid, nid, app.gpus_per_container, app.memory_mb,
-                                            app.vcores, now_ms))
+                                            app.vcores, now_ms, indices))
                 free[nid] -= app.gpus_per_container
             if app.state == "ACCEPTED":
                 app.state = "RUNNING"
@@ -399,6 +460,16 @@ class Cluster:
                               "value": f"{q.capacity:g}"})
                 props.append({"name": f"yarn.scheduler.capacity.{path}.maximum-capacity",
                               "value": f"{q.max_capacity:g}"})
+            if q.labels:
+                key = f"yarn.scheduler.capacity.{path}.accessible-node-labels"
+                props.append({"name": key, "value": ",".join(sorted(q.labels))})
+                for label, (cap, max_cap) in sorted(q.labels.items()):
+                    props.append({"name": f"{key}.{label}.capacity", "value": f"{cap:g}"})
+                    props.append({"name": f"{key}.{label}.maximum-capacity",
+                                  "value": f"{max_cap:g}"})
+            if q.default_label:
+                props.append({"name": f"yarn.scheduler.capacity.{path}."
+                              "default-node-label-expression", "value": q.default_label})
         return props
 
     def mutate(self, body: Any) -> dict[str, Queue]:
@@ -415,7 +486,9 @@ class Cluster:
                       _entry_list((update.get("params") or {}).get("entry"))}
             q = queues[path]
             for key, value in params.items():
-                if key not in ("capacity", "maximum-capacity", "state"):
+                labelled = re.fullmatch(r"accessible-node-labels\.([^.]+)\."
+                                        r"(capacity|maximum-capacity)", key)
+                if key not in ("capacity", "maximum-capacity", "state") and not labelled:
                     continue
                 if key == "state":
                     q.state = str(value)
@@ -425,7 +498,14 @@ class Cluster:
                 except (TypeError, ValueError):
                     raise ValueError(f"java.lang.NumberFormatException: For input string: "
                                      f"\"{value}\"") from None
-                if key == "capacity":
+                if labelled:
+                    label, which = labelled.groups()
+                    if not q.may_use(label):
+                        raise ValueError(f"java.io.IOException: Failed to re-init queues : "
+                                         f"queue {path} cannot access node label {label}")
+                    q.labels.setdefault(label, [0.0, 0.0])[
+                        0 if which == "capacity" else 1] = number
+                elif key == "capacity":
                     q.capacity = number
                 else:
                     q.max_capacity = number
@@ -438,15 +518,27 @@ class Cluster:
                                  f"queue capacity setting (abs-capacity={q.capacity / 100}) > "
                                  f"(abs-maximum-capacity={q.max_capacity / 100}) for queue "
                                  f"{path}")
+            for cap, max_cap in q.labels.values():
+                if not 0 <= cap <= max_cap <= 100:
+                    raise ValueError("java.io.IOException: Failed to re-init queues : Illegal "
+                                     f"node-label capacity of {cap / 100} for queue {path}")
             if q.children:
-                total = sum(queues[c].capacity for c in q.children)
-                if abs(total - 100.0) > 0.0005 and total > 0:
-                    raise ValueError("java.io.IOException: Failed to re-init queues : "
-                                     f"Illegal capacity sum of {total / 100} for children of "
-                                     f"queue {path}")
+                for label in ["", *q.labels]:
+                    total = sum(queues[c].caps(label)[0] for c in q.children)
+                    if abs(total - 100.0) > 0.0005 and total > 0:
+                        raise ValueError("java.io.IOException: Failed to re-init queues : "
+                                         f"Illegal capacity sum of {total / 100} for "
+                                         f"children of queue {path}"
+                                         + (f" for label={label}" if label else ""))
         return queues
 
     # ---- JSON views -----------------------------------------------------------------------
+    def res(self, memory: int, vcores: int, gpus: int) -> dict:
+        """A resource object in this RM's shape."""
+        if self.shape == "hadoop-ai":
+            return hadoop_ai_resource(memory, vcores, gpus)
+        return resource(memory, vcores, gpus)
+
     def cluster_info(self, rm: str) -> dict:
         state = "ACTIVE" if rm == self.active else "STANDBY"
         return {"clusterInfo": {
@@ -489,10 +581,10 @@ class Cluster:
             "decommissioningNodes": count("DECOMMISSIONING"),
             "decommissionedNodes": count("DECOMMISSIONED"), "rebootedNodes": count("REBOOTED"),
             "activeNodes": len(active), "shutdownNodes": count("SHUTDOWN"),
-            "totalUsedResourcesAcrossPartition": resource(used_mb, used_vc, used_gpus),
-            "totalClusterResourcesAcrossPartition": resource(total_mb, total_vc,
+            "totalUsedResourcesAcrossPartition": self.res(used_mb, used_vc, used_gpus),
+            "totalClusterResourcesAcrossPartition": self.res(total_mb, total_vc,
                                                              self.total_gpus()),
-            "totalReservedResourcesAcrossPartition": resource(0, 0, 0),
+            "totalReservedResourcesAcrossPartition": self.res(0, 0, 0),
             "totalAllocatedContainersAcrossPartition":
                 sum(len(a.placed) for a in self.apps.values()),
             "crossPartitionMetricsAvailable": True}}
@@ -516,10 +608,18 @@ class Cluster:
                                     "aggregatedContainersPhysicalMemoryMB": 0,
                                     "aggregatedContainersVirtualMemoryMB": 0,
                                     "containersCPUUsage": 0},
-            "usedResource": resource(mem, vc, gpus),
-            "availableResource": resource(node.memory_mb - mem, node.vcores - vc,
+            "usedResource": self.res(mem, vc, gpus),
+            "availableResource": self.res(node.memory_mb - mem, node.vcores - vc,
                                           node.gpus - gpus),
-            "totalResource": resource(node.memory_mb, node.vcores, node.gpus)}
+            "totalResource": self.res(node.memory_mb, node.vcores, node.gpus)}
+        if self.shape == "hadoop-ai":   # no totalResource: GPU counts and a bitmask
+            for key in ("usedResource", "availableResource", "totalResource"):
+                del out[key]
+            busy = {i for c in placed for i in c.indices}
+            out.update({"version": "2.9.0", "usedGPUs": gpus, "availableGPUs": node.gpus - gpus,
+                        "availableGPUAttribute": sum(1 << i for i in range(node.gpus)
+                                                     if i not in busy)})
+            return out
         if node.gpu_type:
             out["nodeAttributesInfo"] = {"nodeAttributeInfo": [
                 {"prefix": "nm.yarn.io", "name": "gpu_type", "type": "STRING",
@@ -535,7 +635,7 @@ class Cluster:
         asks = []
         if app.outstanding:
             asks.append({"priority": 1, "allocationRequestId": -1, "resourceName": "*",
-                         "capability": resource(app.memory_mb, app.vcores,
+                         "capability": self.res(app.memory_mb, app.vcores,
                                                 app.gpus_per_container),
                          "numContainers": app.outstanding, "relaxLocality": True,
                          "nodeLabelExpression": "",
@@ -576,15 +676,17 @@ class Cluster:
             "logAggregationStatus": "NOT_START", "unmanagedApplication": False,
             "amNodeLabelExpression": "", "appNodeLabelExpression": "",
             "resourceInfo": {"resourceUsagesByPartition": [{
-                "partitionName": "", "used": resource(held_mb, held_vc, app.held_gpus),
-                "reserved": resource(0, 0, 0),
-                "pending": resource(app.outstanding * app.memory_mb,
+                "partitionName": "", "used": self.res(held_mb, held_vc, app.held_gpus),
+                "reserved": self.res(0, 0, 0),
+                "pending": self.res(app.outstanding * app.memory_mb,
                                     app.outstanding * app.vcores,
                                     app.outstanding * app.gpus_per_container),
-                "amUsed": resource(0, 0, 0), "amLimit": resource(0, 0, 0),
-                "userAmLimit": resource(0, 0, 0)}]},
+                "amUsed": self.res(0, 0, 0), "amLimit": self.res(0, 0, 0),
+                "userAmLimit": self.res(0, 0, 0)}]},
             "timeouts": {"timeout": [{"type": "LIFETIME", "expiryTime": expiry,
                                       "remainingTimeInSeconds": remaining}]}}
+        if self.shape == "hadoop-ai":   # 2.9: no resource types, so no resource-seconds maps
+            del out["resourceSecondsMap"], out["preemptedResourceSecondsMap"]
         if final:             # absent only while UNASSIGNED (§4.7)
             out["trackingUrl"] = f"http://rm:8088/cluster/app/{app.id}"
         elif app.state in ("RUNNING", "KILLING"):
@@ -595,7 +697,7 @@ class Cluster:
         """The containers DAO is 'mapped' JSON: every number a string (§4.9)."""
         now_ms = int(self.clock() * 1000)
         host = self.nodes[c.node].host
-        return {"containerId": c.id, "allocatedMB": str(c.memory_mb),
+        out = {"containerId": c.id, "allocatedMB": str(c.memory_mb),
                 "allocatedVCores": str(c.vcores), "assignedNodeId": c.node, "priority": "1",
                 "startedTime": str(c.started_ms), "finishedTime": "0",
                 "elapsedTime": str(now_ms - c.started_ms),
@@ -605,6 +707,12 @@ class Cluster:
                 "allocatedResources": [{"key": "memory-mb", "value": str(c.memory_mb)},
                                        {"key": "vcores", "value": str(c.vcores)},
                                        {"key": GPU, "value": str(c.gpus)}]}
+        if self.shape == "hadoop-ai":
+            # 2.9 has no allocatedResources map; no Hadoop-AI containers reply was found, so
+            # its GPUs are given as the fork gives them everywhere: a resource object with GPUs
+            del out["allocatedResources"]
+            out["resource"] = self.res(c.memory_mb, c.vcores, c.gpus)
+        return out
 
     def queue_json(self, path: str) -> dict:
         q = self.queues[path]
@@ -634,7 +742,7 @@ class Cluster:
             "absoluteMaxCapacity": abs_max, "absoluteUsedCapacity": used_share,
             "weight": -1.0, "normalizedWeight": 0.0, "numApplications": len(apps),
             "maxParallelApps": 2147483647, "queueName": q.name, "isAbsoluteResource": False,
-            "state": q.state, "resourcesUsed": resource(used_mb, used_vc, gpus),
+            "state": q.state, "resourcesUsed": self.res(used_mb, used_vc, gpus),
             "hideReservationQueues": False, "nodeLabels": ["*"],
             "allocatedContainers": sum(len(a.placed) for a in apps), "reservedContainers": 0,
             "pendingContainers": sum(a.outstanding for a in apps),
@@ -652,27 +760,27 @@ class Cluster:
                 "absoluteCapacity": abs_cap, "absoluteUsedCapacity": used_share,
                 "absoluteMaxCapacity": abs_max, "maxAMLimitPercentage": 10.0,
                 "weight": -1.0, "normalizedWeight": 0.0,
-                "configuredMinResource": resource(0, 0, 0),
-                "configuredMaxResource": resource(0, 0, 0),
-                "effectiveMinResource": resource(int(mem * abs_cap / 100),
+                "configuredMinResource": self.res(0, 0, 0),
+                "configuredMaxResource": self.res(0, 0, 0),
+                "effectiveMinResource": self.res(int(mem * abs_cap / 100),
                                                  int(vc * abs_cap / 100),
                                                  int(total * abs_cap / 100)),
-                "effectiveMaxResource": resource(int(mem * abs_max / 100),
+                "effectiveMaxResource": self.res(int(mem * abs_max / 100),
                                                  int(vc * abs_max / 100),
                                                  int(total * abs_max / 100))}]},
             "resources": {"resourceUsagesByPartition": [{
-                "partitionName": "", "used": resource(used_mb, used_vc, gpus),
-                "reserved": resource(0, 0, 0),
-                "pending": resource(sum(a.outstanding * a.memory_mb for a in apps),
+                "partitionName": "", "used": self.res(used_mb, used_vc, gpus),
+                "reserved": self.res(0, 0, 0),
+                "pending": self.res(sum(a.outstanding * a.memory_mb for a in apps),
                                     sum(a.outstanding * a.vcores for a in apps),
                                     sum(a.outstanding * a.gpus_per_container for a in apps)),
-                "amUsed": resource(0, 0, 0), "amLimit": resource(0, 0, 0),
-                "userAmLimit": resource(0, 0, 0)}]},
-            "minEffectiveCapacity": resource(int(mem * abs_cap / 100), int(vc * abs_cap / 100),
+                "amUsed": self.res(0, 0, 0), "amLimit": self.res(0, 0, 0),
+                "userAmLimit": self.res(0, 0, 0)}]},
+            "minEffectiveCapacity": self.res(int(mem * abs_cap / 100), int(vc * abs_cap / 100),
                                              int(total * abs_cap / 100)),
-            "maxEffectiveCapacity": resource(int(mem * abs_max / 100), int(vc * abs_max / 100),
+            "maxEffectiveCapacity": self.res(int(mem * abs_max / 100), int(vc * abs_max / 100),
                                              int(total * abs_max / 100)),
-            "maximumAllocation": resource(8192, 4, 8),
+            "maximumAllocation": self.res(8192, 4, 8),
             "queueAcls": {"queueAcl": [
                 {"accessType": "ADMINISTER_QUEUE", "accessControlList": " "},
                 {"accessType": "APPLICATION_MAX_PRIORITY", "accessControlList": "*"},
@@ -683,6 +791,22 @@ class Cluster:
             "creationMethod": "static", "autoCreationEligibility": "off",
             "autoQueueTemplateProperties": {}, "autoQueueParentTemplateProperties": {},
             "autoQueueLeafTemplateProperties": {}})
+        if q.accessible is not None:
+            out["nodeLabels"] = sorted(q.accessible)
+        if q.labels:       # a queue with node-label partitions: one entry per partition
+            for label in sorted(q.labels):
+                out["capacities"]["queueCapacitiesByPartition"].append(
+                    self._partition_caps(path, label))
+                mine = [a for a in apps if self.partition_of(a.queue) == label]
+                out["resources"]["resourceUsagesByPartition"].append({
+                    "partitionName": label,
+                    "used": self.res(sum(c.memory_mb for a in mine for c in a.placed),
+                                     sum(c.vcores for a in mine for c in a.placed),
+                                     sum(a.held_gpus for a in mine)),
+                    "reserved": self.res(0, 0, 0), "pending": self.res(0, 0, 0),
+                    "amUsed": self.res(0, 0, 0), "amLimit": self.res(0, 0, 0)})
+        if not q.children:     # "" on a leaf without one (tests/data/yarn/hadoop-ai)
+            out["defaultNodeLabelExpression"] = q.default_label
         if q.children:
             out["queues"] = {"queue": [self.queue_json(c) for c in q.children]}
         else:
@@ -692,16 +816,51 @@ class Cluster:
                                                       if a.state == "ACCEPTED"),
                         "numContainers": sum(len(a.placed) for a in apps),
                         "maxApplications": 10000, "maxApplicationsPerUser": 10000,
-                        "userLimit": 100, "users": listed([{"username": u} for u in users]),
+                        "userLimit": 100,
+                        "users": {"user": [self._user_json(u, apps) for u in users]}
+                        if users else None,
                         "userLimitFactor": 1.0, "configuredMaxAMResourceLimit": 0.1,
-                        "AMResourceLimit": resource(0, 0, 0),
-                        "usedAMResource": resource(0, 0, 0),
-                        "userAMResourceLimit": resource(0, 0, 0),
+                        "AMResourceLimit": self.res(0, 0, 0),
+                        "usedAMResource": self.res(0, 0, 0),
+                        "userAMResourceLimit": self.res(0, 0, 0),
                         "preemptionDisabled": True, "intraQueuePreemptionDisabled": True,
                         "defaultPriority": 0, "isAutoCreatedLeafQueue": False,
                         "maxApplicationLifetime": -1, "defaultApplicationLifetime": -1,
                         "autoCreateChildQueueEnabled": False, "leafQueueTemplate": {}})
         return out
+
+    def _user_json(self, user: str, apps: list[EmuApp]) -> dict:
+        """A user of a leaf queue (UserInfo), with what its apps there hold."""
+        mine = [a for a in apps if a.user == user]
+        used = self.res(sum(c.memory_mb for a in mine for c in a.placed),
+                        sum(c.vcores for a in mine for c in a.placed),
+                        sum(a.held_gpus for a in mine))
+        none = self.res(0, 0, 0)
+        return {"username": user, "resourcesUsed": used,
+                "numPendingApplications": sum(1 for a in mine if a.state == "ACCEPTED"),
+                "numActiveApplications": sum(1 for a in mine if a.state == "RUNNING"),
+                "AMResourceUsed": none, "userResourceLimit": none,
+                "resources": {"resourceUsagesByPartition": [{
+                    "partitionName": "", "used": used, "reserved": none, "pending": none,
+                    "amUsed": none, "amLimit": none}]},
+                "userWeight": 1.0, "isActive": any(a.state == "RUNNING" for a in mine)}
+
+    def _partition_caps(self, path: str, label: str) -> dict:
+        """A queue's capacities on one labelled partition, as Hadoop-AI's RM lists them
+        (tests/data/yarn/hadoop-ai/scheduler_with_label.json)."""
+        cap, max_cap = self.queues[path].caps(label)
+        abs_cap = self.absolute(path, "capacity", label)
+        total = self.total_gpus(label)
+        held = sum(a.held_gpus for a in self.apps.values() if a.state not in FINAL
+                   and self.partition_of(a.queue) == label
+                   and ((self.find_queue(a.queue) or "") + ".").startswith(path + "."))
+        used = 100.0 * held / total if total else 0.0
+        return {"partitionName": label, "capacity": cap,
+                "usedCapacity": used / abs_cap * 100.0 if abs_cap else 0.0,
+                "maxCapacity": max_cap, "absoluteCapacity": abs_cap,
+                "absoluteUsedCapacity": used,
+                "absoluteMaxCapacity": self.absolute(path, "max_capacity", label),
+                "maxAMLimitPercentage": 10.0}
 
     def fair_queue_json(self, path: str) -> dict:
         """A FairScheduler queue (§4.3): full-path names, ``childQueues`` omitted on leaves."""
@@ -711,22 +870,22 @@ class Cluster:
         leaves = [self.queues[p].name for p in self.queues
                   if (p == path or p.startswith(path + ".")) and not self.queues[p].children]
         apps = [a for a in self.apps.values() if a.queue in leaves and a.state not in FINAL]
-        used = resource(sum(c.memory_mb for a in apps for c in a.placed),
+        used = self.res(sum(c.memory_mb for a in apps for c in a.placed),
                         sum(c.vcores for a in apps for c in a.placed),
                         sum(a.held_gpus for a in apps))
         share = self.absolute(path, "capacity") / 100.0
         out: dict[str, Any] = {
             "allocatedContainers": sum(len(a.placed) for a in apps),
-            "clusterResources": resource(mem, vc, self.total_gpus()),
-            "demandResources": resource(0, 0, sum(a.outstanding * a.gpus_per_container
+            "clusterResources": self.res(mem, vc, self.total_gpus()),
+            "demandResources": self.res(0, 0, sum(a.outstanding * a.gpus_per_container
                                                   for a in apps)),
-            "fairResources": resource(int(mem * share), int(vc * share),
+            "fairResources": self.res(int(mem * share), int(vc * share),
                                       int(self.total_gpus() * share)),
-            "maxApps": 2147483647, "maxResources": resource(mem, vc, self.total_gpus()),
-            "minResources": resource(0, 0, 0),
+            "maxApps": 2147483647, "maxResources": self.res(mem, vc, self.total_gpus()),
+            "minResources": self.res(0, 0, 0),
             "pendingContainers": sum(a.outstanding for a in apps), "preemptable": True,
             "queueName": path, "reservedContainers": 0, "schedulingPolicy": "fair",
-            "steadyFairResources": resource(int(mem * share), int(vc * share),
+            "steadyFairResources": self.res(int(mem * share), int(vc * share),
                                             int(self.total_gpus() * share)),
             "usedResources": used}
         if q.children:
@@ -744,6 +903,11 @@ class Cluster:
         root = self.queue_json("root")
         root.pop("queuePath", None)
         info = {"type": "capacityScheduler", **root, "queuePath": "root"}
+        if self.shape == "hadoop-ai":    # 2.9's scheduler health (hadoop-ai/scheduler.json)
+            idle = {"count": 0, "resources": self.res(0, 0, 0)}
+            info["health"] = {"lastrun": int(self.clock() * 1000), "operationsInfo": {},
+                              "lastRunDetails": [{"operation": op, **idle} for op in
+                                                 ("releases", "allocations", "reservations")]}
         info["queueCapacityVectorInfo"] = root["capacities"]["queueCapacitiesByPartition"][0][
             "queueCapacityVectorInfo"]
         return {"scheduler": {"schedulerInfo": info}}

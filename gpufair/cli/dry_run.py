@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from gpufair.cli.output import seed
 from gpufair.errors import InputError
 from gpufair.model import Action, ClusterState, Job, JobState, Preempt, SetPriority
+from gpufair.plugin.wording import SLURM, Words, describe, verb, words_for
 
 if TYPE_CHECKING:   # the daemon's modules load only when a dry run runs: every gpufair
     # command builds this parser, and importing them cost each one ~0.3 s of start-up
@@ -79,8 +80,10 @@ def run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         config = replace(config, daemon=replace(config.daemon, seed=args.seed))
     slurm = None
+    taken_by = None
     if args.snapshot is not None:
         source: Any = load_snapshot(args.snapshot)
+        taken_by = snapshot_adapter(args.snapshot)
     else:
         slurm = raw_slurm_adapter(config, args.squeue, args.sinfo, args.partitions)
         source = slurm
@@ -88,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     recovering: list[JournalEntry] = []
     with scratch_copy(args.store) as store:
         daemon = build_daemon(config, adapter, store, policy=args.policy, dry_run=True)
+        if taken_by is not None:        # a YARN snapshot is explained in YARN's words
+            daemon.words = words_for(taken_by, config.daemon.adapter)
         if args.store:
             daemon.restore_policy_state()
             recovering = interrupted_actions(store)
@@ -111,8 +116,19 @@ def run(args: argparse.Namespace) -> int:
         skipped = slurm.last_view.problems if slurm and slurm.last_view else ()
         print(render_json(daemon.policy.name, result, rows, skipped, recovering))
     else:
-        print(render_table(daemon.policy.name, result, rows, recovering))
+        print(render_table(daemon.policy.name, result, rows, recovering, daemon.words))
     return 0
+
+
+def snapshot_adapter(path: str) -> str | None:
+    """The adapter that took a snapshot (its ``source.adapter``), if the file says."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            source = json.load(handle).get("source")
+    except (OSError, ValueError, AttributeError):
+        return None          # load_snapshot has read it already: only the metadata is missing
+    adapter = source.get("adapter") if isinstance(source, dict) else None
+    return adapter if isinstance(adapter, str) else None
 
 
 def interrupted_actions(store: Store) -> list[JournalEntry]:
@@ -183,22 +199,24 @@ def explain(result: RoundResult, recorded: list[Action], daemon: Daemon) -> list
     rank = {job_id: i + 1 for i, (job_id, _) in enumerate(ranked)}
     free_after = state.gpu_count() - sum(a.size for a in plan.assignments)
     name = daemon.policy.name
+    words = daemon.words
     rows = []
     for job in state.active_jobs():
         action = acted.get(job.id)
         assignment = placed.get(job.id)
         order = f"rank {rank[job.id]}/{len(rank)}" if job.id in rank else "unranked"
         if isinstance(action, SetPriority):
-            decision, why = "priority", f"{order}; soft mode: Slurm places ({action.priority:g})"
+            decision = "priority"
+            why = f"{order}; soft mode: {words.rm} places ({action.priority:g})"
         elif isinstance(action, Preempt):
-            decision, why = "preempt", f"{order}; its GPUs go to higher-ranked jobs"
+            decision, why = words.preempt, f"{order}; its GPUs go to higher-ranked {words.jobs}"
         elif action is not None:
             decision = type(action).__name__.lower()
             why = f"{order}; placed by {name}" if decision in ("start", "resume") else \
                 f"{order}; the plan gives it {assignment.size if assignment else 0} GPUs " \
                 "elsewhere"
         elif job.id in held:
-            decision = f"not {type(held[job.id].action).__name__.lower()}"
+            decision = f"not {verb(held[job.id].action, words)}"
             why = f"{order}; held back: {held[job.id].reason}"
         elif assignment is not None:
             decision, why = "keep", f"{order}; stays where it runs"
@@ -240,18 +258,17 @@ def render_json(policy: str, result: RoundResult, rows: list[Decision],
 
 
 def render_table(policy: str, result: RoundResult, rows: list[Decision],
-                 recovering: Sequence[JournalEntry] = ()) -> str:
-    from gpufair.plugin.daemon import describe
+                 recovering: Sequence[JournalEntry] = (), words: Words = SLURM) -> str:
     state = result.state
-    header = ("job", "tenant", "state", "gpus", "now on", "decision", "planned on", "why")
+    header = (words.job, "tenant", "state", "gpus", "now on", "decision", "planned on", "why")
     cells = [header] + [(r.job_id, r.tenant, r.state, str(r.gpus), r.now_on or "-", r.decision,
                          r.planned_on or "-", r.why) for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header) - 1)]
-    lines = [f"serve first finishes interrupted round {e.round_id}: {describe(e.action)}"
-             for e in recovering]
+    lines = [f"serve first finishes interrupted round {e.round_id}: "
+             f"{describe(e.action, words)}" for e in recovering]
     if recovering:
-        lines.append("(unless Slurm already shows them; the round after them plans on what"
-                     " Slurm then shows, which this state does not)")
+        lines.append(f"(unless {words.rm} already shows them; the round after them plans on"
+                     f" what {words.rm} then shows, which this state does not)")
     lines += [f"policy {policy} at t={state.time_s:g} on {state.gpu_count()} GPUs: "
               f"{result.plan.reason} (dry run: nothing applied)"]
     for row in cells:

@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from gpufair.cli.output import print_snapshot
+from gpufair.errors import EXIT_INPUT
 
 if TYPE_CHECKING:
     from gpufair.adapters.yarn import YarnAdapter
@@ -28,12 +29,15 @@ def yarn_adapter(config: Config, urls: list[str] | None = None) -> YarnAdapter:
 def run_snapshot(args: argparse.Namespace) -> int:
     """What the YARN adapter's snapshot returns, plus what the jobs' logs measure (none are
     known for YARN apps unless a profiler finds them): the input of the daemon's round."""
-    from gpufair.adapters.yarn import RMUnavailable
+    from gpufair.adapters.yarn import RMReplyError, RMUnavailable
     from gpufair.core.config import load_config
     config = load_config(args.config)
     adapter = yarn_adapter(config, args.yarn)
     try:
         state = adapter.snapshot()
+    except RMReplyError as exc:
+        print(f"gpufair: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
     except RMUnavailable as exc:
         print(f"gpufair: error: YARN unavailable: {exc}", file=sys.stderr)
         return 1

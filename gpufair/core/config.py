@@ -44,6 +44,14 @@ else:  # pragma: no cover
 
 #: The round length of the papers' simulators (Gavel, Shockwave) and of the daemon's timer.
 DEFAULT_ROUND_S = 120.0
+#: The daemon's floor on a job's run time before anything takes its GPUs. Why not 0: a job
+#: that started a moment ago has paid its start-up (scheduling, container, data loaders,
+#: CUDA init) and nothing more, and rounds act on snapshots a few seconds old, so without a
+#: floor a job a fill-only round started between timer rounds was preempted or moved at
+#: 0.4-0.8 s of run time by the next one (issue 29). Why 30 s: well below any sane round
+#: (the papers' 120 s, the example's 60 s), so a job one timer round started is the policy's
+#: to stop at the next; the simulator's rounds have no guards and are not affected.
+DEFAULT_MIN_RUNTIME_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -73,8 +81,10 @@ class DaemonOptions:
     max_preempt_share: float = setting(
         0.5, "at most this share of all GPUs taken from running jobs per round (preemptions,"
         " migrations and resizes alike)", ge=0.0, le=1.0)
-    min_runtime_s: float = setting(0.0, "a job that started less than this long ago keeps"
-                                   " its GPUs", ge=0.0, le=30 * 86400.0)
+    min_runtime_s: float = setting(
+        DEFAULT_MIN_RUNTIME_S, "a job that started less than this long ago keeps its GPUs"
+        " (preemptions, migrations and resizes), whoever started it: a timer round, a"
+        " fill-only round or Slurm; keep it below round_s", ge=0.0, le=30 * 86400.0)
     grace_s: float = setting(0.0, "checkpoint signal, then this long, then the preemption",
                              ge=0.0, le=3600.0)
     preempt_mode: str = setting("requeue", "requeue, or suspend (suspended Slurm jobs keep"
@@ -201,6 +211,12 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<config>") -> Confi
                                        section=f"policies.{raw_name}",
                                        ignored=getattr(schema, "ARTIFACT_UNUSED", ()))
     resolve_policy(sections["daemon"].policy, source=source, field="daemon.policy")
+    lease, period = sections["yarn"].lease_s, sections["daemon"].round_s
+    if 0 < lease <= 2 * period:   # renewed at a round once less than half is left
+        raise InputError(source, f"must be over twice [daemon] round_s ({period:g} s): a"
+                         " lease is renewed at a round once less than half of it is left,"
+                         " and a shorter one would end between two rounds",
+                         field="yarn.lease_s", value=lease)
     return Config(source=source, policies=checked, **sections)
 
 

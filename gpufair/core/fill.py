@@ -22,6 +22,7 @@ papers' artifacts do, so its figures stay comparable with theirs.
 from __future__ import annotations
 
 from gpufair.model import Action, ClusterState, Job, JobState, Plan, Start, node_of
+from gpufair.model.host_room import HostRoom
 from gpufair.model.records import NodeLayout
 from gpufair.policy.placement import constrained_layout
 
@@ -52,11 +53,27 @@ def fill_order(state: ClusterState, plan: Plan, actions: list[Action]) -> list[J
     return sorted(waiting, key=rank)
 
 
-def layout_for(job: Job, layout: NodeLayout, free: dict[str, list[str]]) -> tuple[str, ...]:
-    """GPUs for ``job`` among ``free``: its fastest GPU type first, within its constraints."""
+def host_room(state: ClusterState, actions: list[Action]) -> HostRoom | None:
+    """CPUs and memory left on each node once every active job (those this round preempts
+    still hold theirs) and every placement of this round's actions are counted."""
+    room = HostRoom.of(state)
+    if room is not None:
+        jobs = {j.id: j for j in state.jobs}
+        for job in state.active_jobs():
+            room.take(job, job.gpus_held)
+        for action in actions:
+            if action.job_id in jobs:
+                room.take(jobs[action.job_id], getattr(action, "gpu_ids", ()))
+    return room
+
+
+def layout_for(job: Job, layout: NodeLayout, free: dict[str, list[str]],
+               room: HostRoom | None = None) -> tuple[str, ...]:
+    """GPUs for ``job`` among ``free``: its fastest GPU type first, within its constraints
+    (and, with ``room``, where its CPUs and memory fit too)."""
     allowed = [t for t in layout.nodes_of if job.gpu_types is None or t in job.gpu_types]
     for gpu_type in sorted(allowed, key=lambda t: -job.rate(t)):
-        gpus = constrained_layout(job, layout.nodes_of[gpu_type], free)
+        gpus = constrained_layout(job, layout.nodes_of[gpu_type], free, room)
         if gpus and job.placement_problem(gpus, layout.type_of) is None:
             return gpus
     return ()
@@ -69,13 +86,16 @@ def fill_idle(state: ClusterState, plan: Plan, actions: list[Action]) -> list[Ac
     if not idle:
         return []
     layout = state.layout()
+    room = host_room(state, actions)
     starts: list[Action] = []
     for job in fill_order(state, plan, actions):
         if idle < job.gpus:
             continue
-        gpus = layout_for(job, layout, free)
+        gpus = layout_for(job, layout, free, room)
         if not gpus:
             continue
+        if room is not None:
+            room.take(job, gpus)
         for gpu in gpus:
             free[node_of(gpu)].remove(gpu)
         idle -= len(gpus)

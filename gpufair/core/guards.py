@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufair.model import Action, ClusterState, JobState, Migrate, Preempt, Resize, node_of
+from gpufair.model.host_room import HostRoom
 
 #: Priorities of the soft mode are ranks mapped into [1, PRIORITY_TOP], highest first.
 PRIORITY_TOP = 1_000_000
@@ -98,6 +99,45 @@ def job_constraints(state: ClusterState, actions: Sequence[Action]
             broken[job.id] = frozenset(job.gpus_held)
     return hold_back(state, actions, broken,
                      "the planned placement breaks what the job asked of the resource manager")
+
+
+def host_room(state: ClusterState, actions: Sequence[Action]
+              ) -> tuple[list[Action], list[Deferred]]:
+    """A start or move onto a node whose free CPUs or memory cannot hold the job is never
+    sent: Slurm would leave the job waiting there (Reason=Resources) on GPUs booked for it.
+
+    Shared placement already avoids such nodes; this holds for every policy, including those
+    that place gangs their own way. The room is the nodes' less what the jobs that go on
+    running hold, charged action by action in plan order (a move held back here leaves its
+    job where it is, uncounted: the next round counts it)."""
+    placing = [a for a in actions if getattr(a, "gpu_ids", ())]
+    if not placing:
+        return list(actions), []
+    jobs = {j.id: j for j in state.jobs}
+    if all(jobs.get(a.job_id) is None or jobs[a.job_id].host is None for a in placing):
+        return list(actions), []      # a simulation: nobody asks for CPUs or memory
+    room = HostRoom.of(state)
+    if room is None:
+        return list(actions), []
+    moving = {a.job_id for a in actions if takes_gpus(a)}
+    for job in state.active_jobs():
+        if job.id not in moving:
+            room.take(job, job.gpus_held)
+    broken: dict[str, frozenset[str]] = {}
+    for action in placing:
+        job = jobs.get(action.job_id)
+        if job is None or job.host is None:
+            continue
+        gpus = getattr(action, "gpu_ids", ())
+        counts: dict[str, int] = {}
+        for gpu in gpus:
+            counts[node_of(gpu)] = counts.get(node_of(gpu), 0) + 1
+        if all(room.fits(job, node, count) for node, count in counts.items()):
+            room.take(job, gpus)
+        else:
+            broken[job.id] = frozenset(job.gpus_held)
+    return hold_back(state, actions, broken,
+                     "too few free CPUs or too little memory beside the planned GPUs")
 
 
 def min_runtime(seconds: float) -> Guard:

@@ -30,6 +30,7 @@ from gpufair.core.fill import fill_idle
 from gpufair.core.guards import (
     Deferred,
     Guard,
+    host_room,
     job_constraints,
     min_runtime,
     preemption_cap,
@@ -67,7 +68,7 @@ class RoundRules:
     fill_idle: bool = False               # hard mode: idle GPUs go to waiting jobs that fit
 
     def guards(self) -> list[Guard]:
-        return [unusable_nodes, job_constraints, min_runtime(self.min_runtime_s),
+        return [unusable_nodes, job_constraints, host_room, min_runtime(self.min_runtime_s),
                 preemption_cap(self.max_preempt_share)]
 
 

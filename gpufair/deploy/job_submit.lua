@@ -23,6 +23,15 @@ admin_comment"); a user who edits the comment keeps the word as it was, and the
 mark only ever stops gpufair from starting the owner's own job, never lets Slurm
 start it. An operator may clear it with `scontrol update JobId=N Comment=...`.
 
+Slurm refuses a comment longer than 1,024 bytes (the whole sbatch fails, "Pathname or file
+name too long"). When the owner's comment leaves no room for the word, a hold set at
+submission puts it in the admin comment instead ("gpufair:managed gpufair:userhold"),
+which users cannot forge; it counts only while the comment leaves no room. The user's comment
+is kept as they wrote it. Since no user's update may change the admin comment, the owner's
+release of such a job is refused until they shorten the comment (their update of a held
+job's comment then carries the word into it), and so is a hold (or a longer comment) that
+would need the word where there is no room.
+
 Install: copy next to slurm.conf as job_submit.lua and set
     JobSubmitPlugins=lua
 (`gpufair admin write-files` writes a copy with SLURM_USER_UID filled in to
@@ -47,6 +56,8 @@ local RELEASE = 4294967295
 local USER_HOLD = "gpufair:userhold"
 -- job_rec.job_state of a waiting job (JOB_PENDING, below the flag bits)
 local PENDING = 0
+-- the longest comment Slurm accepts, in bytes
+local COMMENT_MAX = 1024
 
 local function user_held(comment)
    for word in string.gmatch(comment or "", "%S+") do
@@ -67,6 +78,18 @@ local function marked(comment, held)
       text = (text == "" and USER_HOLD) or (text .. " " .. USER_HOLD)
    end
    return text
+end
+
+-- whether `comment` (without the mark) leaves room to add the mark
+local function room(comment)
+   local text = marked(comment, false)
+   return text == "" or #text + 1 + #USER_HOLD <= COMMENT_MAX
+end
+
+-- the owner's hold of a job: the mark in its comment, or in its admin comment while the
+-- comment leaves no room for it (see above)
+local function owner_held(comment, admin_comment)
+   return user_held(comment) or (user_held(admin_comment) and not room(comment))
 end
 
 -- set the comment of a submission or update to `text` unless it already is that.
@@ -93,20 +116,37 @@ local function unmodelled(features)
    return features ~= nil and string.find(features, "[|%[%]%*!]") ~= nil
 end
 
+-- a job that runs in a reservation (--reservation) runs on the reservation's nodes in its
+-- window, which its owners gave to those who may use it: Slurm's to schedule, left unheld
+-- (gpufair offers nobody the nodes of an active reservation)
+local function reserved(reservation)
+   return reservation ~= nil and reservation ~= ""
+end
+
 function slurm_job_submit(job_desc, part_list, submit_uid)
    if managed(job_desc.partition) then
       if unmodelled(job_desc.features) then
          slurm.log_info("gpufair: constraint %s left to Slurm", job_desc.features)
          return slurm.SUCCESS
       end
+      if reserved(job_desc.reservation) then
+         slurm.log_info("gpufair: job in reservation %s left to Slurm", job_desc.reservation)
+         return slurm.SUCCESS
+      end
       -- sbatch --hold (-H) submits priority 0, any other submission NO_VAL
-      set_comment(job_desc, job_desc.comment, marked(job_desc.comment, job_desc.priority == 0))
+      local held = job_desc.priority == 0
+      local admin = MARK
+      if held and not room(job_desc.comment) then
+         admin = MARK .. " " .. USER_HOLD      -- no room in the comment: see above
+         held = false
+      end
+      set_comment(job_desc, job_desc.comment, marked(job_desc.comment, held))
       job_desc.priority = 0
-      job_desc.admin_comment = MARK
       -- gpufair rewrites the required nodes when it pins a job: keep the user's own list
       if job_desc.req_nodes ~= nil and job_desc.req_nodes ~= "" then
-         job_desc.admin_comment = MARK .. " nodelist=" .. job_desc.req_nodes
+         admin = admin .. " nodelist=" .. job_desc.req_nodes
       end
+      job_desc.admin_comment = admin
    end
    return slurm.SUCCESS
 end
@@ -123,7 +163,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    if string.sub(comment, 1, #MARK) ~= MARK or OPERATORS[modify_uid] then
       return slurm.SUCCESS
    end
-   local held = user_held(job_rec.comment)
+   local held = owner_held(job_rec.comment, job_rec.admin_comment)
    local priority = job_desc.priority
    if priority ~= nil and priority ~= NO_VAL then
       local owner = job_rec.user_id == modify_uid
@@ -141,7 +181,16 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
       end
    end
    local text = job_desc.comment or job_rec.comment
-   set_comment(job_desc, text, marked(text, held))
+   if not room(text) and held ~= user_held(job_rec.admin_comment) then
+      -- the mark would have to go where there is no room, or out of the admin comment
+      return refuse(job_rec, modify_uid,
+                    "gpufair keeps the hold of this job in its admin comment while the " ..
+                    "comment leaves no room for the word " .. USER_HOLD .. ": shorten the " ..
+                    "comment to at most " .. (COMMENT_MAX - 1 - #USER_HOLD) .. " bytes " ..
+                    "(scontrol update JobId=" .. job_rec.job_id .. " Comment=...), then " ..
+                    "hold or release it")
+   end
+   set_comment(job_desc, text, marked(text, held and room(text)))
    return slurm.SUCCESS
 end
 

@@ -7,6 +7,7 @@ from gpufair.model.records import (
     Assignment,
     ClusterState,
     GpuType,
+    HostRequest,
     Job,
     JobState,
     Migrate,
@@ -27,7 +28,8 @@ from gpufair.model.records import (
 )
 
 __all__ = [
-    "Action", "ActionResult", "Adaptation", "Assignment", "ClusterState", "GpuType", "Job",
-    "JobState", "Migrate", "Node", "NodeState", "Plan", "Preempt", "PreemptMode", "Progress",
-    "Resize", "Resume", "SetPriority", "Start", "Tenant", "ThroughputProfile", "gpu_id", "node_of",
+    "Action", "ActionResult", "Adaptation", "Assignment", "ClusterState", "GpuType",
+    "HostRequest", "Job", "JobState", "Migrate", "Node", "NodeState", "Plan", "Preempt",
+    "PreemptMode", "Progress", "Resize", "Resume", "SetPriority", "Start", "Tenant",
+    "ThroughputProfile", "gpu_id", "node_of",
 ]

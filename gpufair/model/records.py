@@ -61,6 +61,13 @@ class Node:
     # GPU indices in use by what gpufair does not schedule (jobs of other partitions,
     # reservations): never offered to a policy
     unavailable: tuple[int, ...] = ()
+    # the node's CPUs and memory (MB), and what of them is held by what gpufair does not
+    # schedule, when the resource manager tells (Slurm's sinfo): a job placed there needs
+    # room for its own CPUs and memory too. None: not known, GPUs are all that counts
+    cpus: int | None = None
+    memory_mb: int | None = None
+    cpus_unavailable: int = 0
+    memory_unavailable_mb: int = 0
 
     def gpu_ids(self) -> tuple[str, ...]:
         return _gpu_ids(self.name, self.gpus, tuple(self.unavailable))
@@ -123,6 +130,36 @@ class Progress:
         return max(0.0, self.iterations_total - self.iterations_done)
 
 
+@dataclass(frozen=True, slots=True)
+class HostRequest:
+    """The CPUs and memory a job needs on each node it runs on, beside its GPUs.
+
+    Slurm's forms, each resolved on the GPUs the job gets on that node: a CPU count per node
+    (tasks x CPUs per task) or per GPU (``--cpus-per-gpu``), whichever is more; memory per
+    node (``--mem``), else per GPU (``--mem-per-gpu``), else per CPU (``--mem-per-cpu``, or
+    the site's DefMemPerCPU Slurm filled in); ``--exclusive``: the whole node. Zero: not
+    asked. A job from a trace has no request at all (``Job.host is None``).
+    """
+
+    cpus_per_node: int = 0
+    cpus_per_gpu: int = 0
+    memory_per_node_mb: int = 0
+    memory_per_gpu_mb: int = 0
+    memory_per_cpu_mb: int = 0
+    exclusive: bool = False
+
+    def on_node(self, gpus: int, node: Node) -> tuple[int, int]:
+        """(CPUs, memory MB) it takes on ``node`` with ``gpus`` of its GPUs there."""
+        if self.exclusive:
+            return node.cpus or 0, node.memory_mb or 0
+        cpus = max(self.cpus_per_node, self.cpus_per_gpu * gpus)
+        if self.memory_per_node_mb:
+            return cpus, self.memory_per_node_mb
+        if self.memory_per_gpu_mb:
+            return cpus, self.memory_per_gpu_mb * gpus
+        return cpus, self.memory_per_cpu_mb * cpus
+
+
 @dataclass(frozen=True)   # not slotted: job_from_fields copies a record's fields in one step
 class Job:
     """A training job as the scheduler sees it.
@@ -168,6 +205,8 @@ class Job:
     allowed_nodes: tuple[str, ...] | None = None
     nodes: int | None = None
     gpu_types: tuple[str, ...] | None = None
+    # the CPUs and memory it needs on each of its nodes (Slurm); None: GPUs only
+    host: HostRequest | None = None
 
     def placement_problem(self, gpu_ids: tuple[str, ...], type_of: Mapping[str, str]
                           ) -> str | None:
@@ -188,9 +227,10 @@ class Job:
 
     @property
     def constrains_placement(self) -> bool:
-        """It asks for certain nodes, a node count or GPU types (else any GPUs will do)."""
+        """It asks for certain nodes, a node count, GPU types, or CPUs and memory beside its
+        GPUs (else any GPUs will do)."""
         return self.allowed_nodes is not None or self.nodes is not None or \
-            self.gpu_types is not None
+            self.gpu_types is not None or self.host is not None
 
     @property
     def elastic(self) -> bool:

@@ -38,6 +38,7 @@ from gpufair.model.records import (
     Adaptation,
     ClusterState,
     GpuType,
+    HostRequest,
     Job,
     JobState,
     Node,
@@ -115,7 +116,7 @@ def _value_to_json(value: Any) -> Any:
     if isinstance(value, ThroughputProfile):
         return [{"gpu_type": gpu_type, "gpus": count, "iterations_per_s": rate}
                 for (gpu_type, count), rate in sorted(value.rates.items())]
-    if isinstance(value, Progress):
+    if isinstance(value, (Progress, HostRequest)):
         return _record_to_dict(value)
     if isinstance(value, (JobState, NodeState, Adaptation)):
         return value.value
@@ -167,12 +168,17 @@ def _held(gpus: Iterable[str]) -> tuple[str, ...]:
 # policies should not have to care. Fields not listed are strings (or None) and kept as is.
 _GPU_TYPE_FIELDS: dict[str, Callable[[Any], Any]] = {"memory_gb": _optional(float)}
 _NODE_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "gpus": int, "state": NodeState, "unavailable": lambda xs: tuple(int(x) for x in xs)}
+    "gpus": int, "state": NodeState, "unavailable": lambda xs: tuple(int(x) for x in xs),
+    "cpus": _optional(int), "memory_mb": _optional(int), "cpus_unavailable": int,
+    "memory_unavailable_mb": int}
 _TENANT_FIELDS: dict[str, Callable[[Any], Any]] = {"weight": float}
 _PROGRESS_FIELDS: dict[str, Callable[[Any], Any]] = {
     "iterations_done": float, "iterations_total": _optional(float),
     "epochs_done": int, "epochs_total": _optional(int),
 }
+_HOST_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "cpus_per_node": int, "cpus_per_gpu": int, "memory_per_node_mb": int,
+    "memory_per_gpu_mb": int, "memory_per_cpu_mb": int}
 _JOB_FIELDS: dict[str, Callable[[Any], Any]] = {
     "gpus": int, "min_gpus": _optional(int), "max_gpus": _optional(int),
     "state": JobState, "arrival_s": float, "start_s": _optional(float),
@@ -183,6 +189,7 @@ _JOB_FIELDS: dict[str, Callable[[Any], Any]] = {
     "allowed_nodes": _optional(tuple), "gpu_types": _optional(tuple),
     "gpus_held": _held, "samples_per_epoch": _optional(int), "max_batch_size": _optional(int),
     "batch_rates": lambda pairs: tuple((int(b), float(r)) for b, r in pairs),
+    "host": lambda data: None if data is None else _build(HostRequest, data, _HOST_FIELDS),
 }
 
 

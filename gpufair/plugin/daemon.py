@@ -26,11 +26,12 @@ from gpufair.core.fill import may_fill, occupancy
 from gpufair.core.guards import Deferred, takes_gpus
 from gpufair.core.history import rho_estimates
 from gpufair.core.round import Round, RoundResult
-from gpufair.model import Action, ClusterState, Plan
+from gpufair.model import ClusterState, Plan, Preempt, Start
 from gpufair.plugin.events import EventListener
 from gpufair.plugin.metrics import Metrics
-from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, Store
+from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, JournalEntry, Store
 from gpufair.plugin.wake import WakeSocket
+from gpufair.plugin.wording import Words, describe, words_for
 from gpufair.policy.base import Policy, StatefulPolicy
 
 log = logging.getLogger("gpufair.daemon")
@@ -70,6 +71,8 @@ class Daemon:
         self.last: RoundResult | None = None
         self.pruned_at = -float("inf")
         self.seen: object = None           # occupancy at the last round (gpufair.core.fill)
+        #: the resource manager's words in logs and explanations (apps on YARN)
+        self.words: Words = words_for(getattr(adapter, "name", None))
 
     @property
     def policy(self) -> Policy:
@@ -111,7 +114,7 @@ class Daemon:
                   "dry_run": dry, "planned": sorted(a.job_id for a in result.plan.assignments),
                   "attained_s": {j.id: round(j.attained_s, 1) for j in state.active_jobs()}}
         for seq, action in enumerate(result.actions):
-            log.info("%s %s", "would" if dry else "will", describe(action),
+            log.info("%s %s", "would" if dry else "will", describe(action, self.words),
                      extra={"fields": {"event": "action", "round": round_id, "seq": seq,
                                        "job": action.job_id, "kind": type(action).__name__,
                                        "gpus": list(getattr(action, "gpu_ids", ())),
@@ -158,7 +161,7 @@ class Daemon:
         if capped:
             self.metrics.count_capped(sum(takes_gpus(d.action) for d in capped))
         for reason in dict.fromkeys(d.reason for d in deferred):
-            held = [describe(d.action) for d in deferred if d.reason == reason]
+            held = [describe(d.action, self.words) for d in deferred if d.reason == reason]
             log.warning("%d actions deferred: %s", len(held), reason,
                         extra={"fields": {"event": "deferred", "reason": reason,
                                           "deferred": held}})
@@ -189,7 +192,7 @@ class Daemon:
                 if effect is Effect.IN_EFFECT:
                     self.store.mark(round_id, entry.seq, DONE, "already in effect (recovered)")
                     log.info("round %d action %d already in effect: %s", round_id, entry.seq,
-                             describe(entry.action),
+                             describe(entry.action, self.words),
                              extra={"fields": {"event": "recovered", "round": round_id}})
                     continue
                 if effect is Effect.JOB_GONE:
@@ -207,7 +210,7 @@ class Daemon:
             self.metrics.count_action(type(entry.action).__name__,
                                       {DONE: "ok", SKIPPED: "skipped"}.get(status, "failed"))
             log.log(logging.INFO if result.ok else logging.WARNING, "%s: %s",
-                    describe(entry.action), result.detail,
+                    describe(entry.action, self.words), result.detail,
                     extra={"fields": {"event": "applied", "round": round_id, "seq": entry.seq,
                                       "ok": result.ok}})
             if self.settings.action_interval_s > 0:
@@ -235,6 +238,9 @@ class Daemon:
 
     def recover(self) -> None:
         self.restore_policy_state()
+        adopt = getattr(self.adapter, "adopt_started", None)
+        if callable(adopt) and not self.settings.dry_run:
+            adopt(started_not_preempted(self.store.journal()))
         for round_id in self.store.unfinished_rounds():
             log.warning("finishing round %d interrupted by a restart", round_id,
                         extra={"fields": {"event": "recovering", "round": round_id}})
@@ -350,7 +356,14 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
             "priorities": dict(plan.priorities), "reason": plan.reason}
 
 
-def describe(action: Action) -> str:
-    name = type(action).__name__.lower()
-    gpus = getattr(action, "gpu_ids", None)
-    return f"{name} job {action.job_id}" + (f" on {','.join(gpus)}" if gpus else "")
+def started_not_preempted(journal: list[JournalEntry]) -> list[str]:
+    """The jobs the journal shows gpufair started (done) and has not tried to preempt since:
+    what a restarted daemon still answers for — on YARN, the apps whose leases it renews,
+    which would otherwise run out after a restart although the plan keeps the apps."""
+    kept: dict[str, None] = {}
+    for entry in journal:
+        if isinstance(entry.action, Start) and entry.status == DONE:
+            kept[entry.action.job_id] = None
+        elif isinstance(entry.action, Preempt) and entry.status != PLANNED:
+            kept.pop(entry.action.job_id, None)
+    return list(kept)

@@ -73,9 +73,11 @@ class Metrics:
                                "Preemptions, migrations and resizes held back by the "
                                "preemption cap.", registry=self.registry)
         self._adapter = Gauge("gpufair_adapter_status", "What the resource-manager adapter "
-                              "reports of its own health (e.g. slurm_token_expires_at, "
-                              "slurm_token_renewals, slurm_token_failures).", ["key"],
-                              registry=self.registry)
+                              "reports of its own health (Slurm: slurm_token_expires_at, "
+                              "slurm_token_renewals, slurm_token_failures; YARN: "
+                              "yarn_rm_failovers, yarn_rm_requests, yarn_leases, "
+                              "yarn_lease_renewals, yarn_lease_failures, "
+                              "yarn_lease_expires_at).", ["key"], registry=self.registry)
         self._bypasses = Counter("gpufair_bypasses_total", "Jobs found requeued or started "
                                  "outside gpufair and brought back under its control.",
                                  registry=self.registry)

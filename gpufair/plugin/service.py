@@ -23,6 +23,7 @@ from gpufair.plugin.lock import InstanceLock
 from gpufair.plugin.logs import setup_logging
 from gpufair.plugin.metrics import Metrics, serve_metrics
 from gpufair.plugin.store import Store, scratch_copy
+from gpufair.plugin.wording import words_for
 from gpufair.policy.registry import create_policy
 from gpufair.profiler.profiler import Profiler
 from gpufair.profiler.store import JsonOffsetStore
@@ -64,8 +65,10 @@ def build_daemon(config: Config, adapter: ResourceManager, store: Store, *,
                                else None,
                                keep_finished_s=config.store.keep_finished_s,
                                keep_rounds_s=config.store.keep_rounds_s)
-    return Daemon(adapter, live_round(config, policy=policy, profiler=profiler), store,
-                  settings, metrics or Metrics())
+    daemon = Daemon(adapter, live_round(config, policy=policy, profiler=profiler), store,
+                    settings, metrics or Metrics())
+    daemon.words = words_for(getattr(adapter, "name", None), d.adapter)
+    return daemon
 
 
 def serve(config: Config, adapter: ResourceManager, *, dry_run: bool = False,

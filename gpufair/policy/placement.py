@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 
 from gpufair.model import Assignment, ClusterState, Job
+from gpufair.model.host_room import HostRoom
 
 
 def fastest_type(job: Job, free: dict[str, int], current: str | None = None) -> str | None:
@@ -68,8 +69,13 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     every event with most picks keeping their GPUs, so what is taken is a set and a count
     per node, and a node's free GPUs are listed only when a new gang lands on it (copying
     every node's GPU list per call was most of a call on a 256-node cluster).
+
+    Where nodes count their CPUs and memory (Slurm), a job that asks for them goes only where
+    they fit beside the jobs that keep their place and those placed before it
+    (:class:`HostRoom`); on a simulated cluster ``room`` is None and nothing changes.
     """
     layout = state.layout()
+    room = HostRoom.of(state)
     gpus_of, nodes_of, named = layout.gpus_of, layout.nodes_of, layout.node_sets
     biggest, node_at, type_of = layout.biggest, layout.node_of_gpu, layout.type_of
     taken: set[str] = set()
@@ -85,16 +91,28 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
         if len(held) == job.gpus and _keep(held, taken, used, named.get(gpu_type, ()), node_at):
             if job.placement_problem(held, type_of) is None:
                 chosen[job.id] = held
+                if room is not None:
+                    room.take(job, held)
                 continue
             _give_back(held, taken, used, node_at)
         newcomers.append(pick)
     singles: dict[str, Iterator[str]] = {}
     for job, gpu_type in newcomers:
-        if job.allowed_nodes is not None or job.nodes is not None:
-            gpus = constrained_layout(job, nodes_of.get(gpu_type, ()), free)
+        if job.allowed_nodes is not None or job.nodes is not None or \
+                (room is not None and job.host is not None):
+            names = nodes_of.get(gpu_type, ())
+            if job.allowed_nodes is None:   # nodes before the type's cursor have no free GPU
+                at = cursor.get(gpu_type, 0)
+                while at < len(names) and not free.count(names[at]):
+                    at += 1
+                cursor[gpu_type] = at
+                names = names[at:]
+            gpus = constrained_layout(job, names, free, room)
             if gpus:
                 free.take(gpus, node_at)
                 chosen[job.id] = gpus
+                if room is not None:
+                    room.take(job, gpus)
             continue
         if job.gpus == 1:   # after every larger gang (the order): the first free GPU
             stream = singles.get(gpu_type)
@@ -203,23 +221,41 @@ def _give_back(gpus: Sequence[str], taken: set[str], used: dict[str, int],
         used[node_at[g]] -= 1
 
 
-def constrained_layout(job: Job, names: Sequence[str], free: Mapping[str, list[str]]
-                       ) -> tuple[str, ...]:
+def constrained_layout(job: Job, names: Sequence[str], free: Mapping[str, list[str]],
+                       room: HostRoom | None = None) -> tuple[str, ...]:
     """A layout on the job's allowed nodes, on exactly ``job.nodes`` of them with equal GPUs
-    when it asks so (fullest-fitting nodes first, to keep large holes); () if none fits."""
+    when it asks so (fullest-fitting nodes first, to keep large holes); () if none fits.
+
+    With ``room``, a node takes only as many of the job's GPUs as its free CPUs and memory
+    leave room for (the caller charges the room with the layout it keeps)."""
     allowed = names if job.allowed_nodes is None else \
         [n for n in names if n in set(job.allowed_nodes)]
+    if room is not None and job.host is None:
+        room = None
     if job.nodes is None:
+        # the first node that holds the whole gang, else the gang spread over nodes in order
+        # (each taking what its free GPUs, and with ``room`` its CPUs and memory, allow)
+        counted = getattr(free, "count", None)   # placement's own map counts without listing
+        sizes: list[int] = []
+        for name in allowed:
+            size = counted(name) if counted is not None else len(free[name])
+            if size >= job.gpus and (room is None or room.fits(job, name, job.gpus)):
+                return tuple(free[name][: job.gpus])
+            sizes.append(size)
         gpus: list[str] = []
-        for name in sorted(allowed, key=lambda n: len(free[n]) < job.gpus):
-            gpus.extend(free[name][: job.gpus - len(gpus)])
+        for name, size in zip(allowed, sizes, strict=True):
+            take = min(size, job.gpus - len(gpus))
+            if room is not None:
+                take = room.most(job, name, take)
+            gpus.extend(free[name][:take])
             if len(gpus) == job.gpus:
                 return tuple(gpus)
         return ()
     if job.gpus % job.nodes:
         return ()
     per = job.gpus // job.nodes
-    fitting = sorted((n for n in allowed if len(free[n]) >= per), key=lambda n: len(free[n]))
+    fitting = sorted((n for n in allowed if len(free[n]) >= per
+                      and (room is None or room.fits(job, n, per))), key=lambda n: len(free[n]))
     if len(fitting) < job.nodes:
         return ()
     return tuple(g for name in fitting[: job.nodes] for g in free[name][:per])

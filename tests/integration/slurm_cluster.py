@@ -81,8 +81,10 @@ class Cluster:
 
 def write_config(path: Path, cluster: Cluster, store: Path, **daemon: Any) -> Path:
     lines = ["[daemon]"]
-    settings = {"round_s": 2, "max_preempt_share": 1.0, "hook_dir": str(cluster.hook_dir),
-                "metrics_port": 0, **daemon}
+    # min_runtime_s 0: these tests watch the policy's own decisions at 2 s rounds (the 30 s
+    # default would stop every preemption a test waits for)
+    settings = {"round_s": 2, "max_preempt_share": 1.0, "min_runtime_s": 0,
+                "hook_dir": str(cluster.hook_dir), "metrics_port": 0, **daemon}
     lines += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
     lines += ["[policies.las]", "queue_thresholds_gpu_s = [40]",
               "[slurm]", 'managed_partitions = ["gpu"]',

@@ -199,3 +199,32 @@ def test_an_array_its_owner_holds_waits_until_they_release_a_task(
     assert started.ok, started.detail
     cluster.wait_for("task 1 running", lambda: set(_running(cluster, array)) == {task}, 30)
     assert _waiting(cluster, array) == {("PENDING", 0, None, "0,2")}
+
+
+def test_all_the_tasks_that_fit_start_in_the_first_round(
+        cluster: Cluster, user, home, tmp_path: Path):  # noqa: F811
+    """Issue 29: a 12-task array on the idle 16-GPU cluster started one task per round (the
+    record was one job to the model; tasks began 1-32 s after submission). Now every task
+    is a job ``A_T`` of its own: the daemon's first round starts all twelve, each by one
+    Start, and Slurm runs each where it was placed."""
+    out = as_user(cluster, user, "sbatch", "--parsable", "-p", "gpu", "--array=0-11",
+                  "--gres=gpu:1", "-o", str(home / "o.%A_%a"), "--wrap", "sleep 600")
+    assert out.returncode == 0, out.stderr
+    array = out.stdout.strip().split(";")[0]
+    store_path = tmp_path / "state.db"
+    config = write_config(tmp_path / "g.toml", cluster, store_path, policy="fifo",
+                          round_s=30, poll_s=0)
+    daemon = start_daemon(cluster, config, tmp_path / "daemon.log")
+    try:
+        cluster.wait_for("twelve tasks running", lambda: len(_running(cluster, array)) == 12,
+                         60)
+    finally:
+        stop_daemon(daemon)
+    starts = _starts(store_path)
+    assert [e.status for e in starts] == ["done"] * 12, [(e.action, e.detail) for e in starts]
+    assert {e.round_id for e in starts} == {1}, [(e.round_id, e.action) for e in starts]
+    assert sorted(_task_of(cluster, e.action.job_id) for e in starts) == list(range(12))
+    running = _running(cluster, array)
+    assert Counter(j["nodes"] for j in running.values()) == \
+        Counter(node_of(e.action.gpu_ids[0]) for e in starts)
+    assert not _waiting(cluster, array)

@@ -117,3 +117,64 @@ def test_a_job_its_owner_requeueholds_stays_held_until_they_release_it(
     finally:
         stop_daemon(daemon)
     assert cluster.jobs()[job_id]["restart_cnt"] == 1
+
+
+def test_an_owner_hold_with_a_comment_that_leaves_no_room_for_the_mark(
+        cluster: Cluster, user, home):  # noqa: F811
+    """Issue 29: ``sbatch --hold`` with a 1,008-1,024-byte comment was refused ("Pathname or
+    file name too long": the lua's " gpufair:userhold" went past Slurm's 1,024 bytes). The
+    mark now goes to the admin comment (users cannot forge it there), the comment stays the
+    user's; their release asks them to shorten it first, and then works as before. The
+    daemon's own mark of an owner's requeuehold goes there too."""
+    from test_slurm_safety import adapter, start_by_hand
+
+    def submit(comment: str, *args: str):
+        return as_user(cluster, user, "sbatch", "--parsable", "-p", "gpu", "--gres=gpu:1",
+                       "-o", str(home / "o.%j"), "--comment", comment, *args, "--wrap",
+                       "sleep 600")
+
+    texts = {n: ("w" * 9 + " ") * (n // 10) + "x" * (n % 10) for n in (1008, 1024)}
+    held = {}
+    for n, text in texts.items():
+        out = submit(text, "--hold")
+        assert out.returncode == 0, (n, out.stderr)
+        held[n] = out.stdout.strip().split(";")[0]
+        job = cluster.jobs()[held[n]]
+        assert (job["comment"], job["priority"]) == (text, 0), n
+        assert MARK in job["admin_comment"].split()
+    free = submit(texts[1024]).stdout.strip().split(";")[0]   # not held: the comment as is
+    view = adapter(cluster).view()
+    assert {j.id: why for j, why in view.waiting} == {
+        held[1008]: "held by its owner until they release it",
+        held[1024]: "held by its owner until they release it"}
+    assert free in {j.id for j in view.state.jobs}
+
+    job_id = held[1008]
+    for attempt in (["scontrol", "release", job_id],
+                    ["scontrol", "update", f"JobId={job_id}", "AdminComment=gpufair:managed"]):
+        refused = as_user(cluster, user, *attempt)
+        assert refused.returncode != 0, attempt
+    # (22.05's scontrol release shows no job_submit.lua message: "permission denied")
+    assert cluster.jobs()[job_id]["comment"] == texts[1008]
+    shorter = texts[1008][:499]    # (ends with a word: the lua trims the ends)
+    assert as_user(cluster, user, "scontrol", "update", f"JobId={job_id}",
+                   f"Comment={shorter}").returncode == 0
+    assert cluster.jobs()[job_id]["comment"] == f"{shorter} {MARK}"
+    assert job_id in {j.id for j, _ in adapter(cluster).view().waiting}
+    released = as_user(cluster, user, "scontrol", "release", job_id)
+    assert released.returncode == 0, released.stderr
+    job = cluster.jobs()[job_id]
+    assert (job["comment"], job["priority"], job["job_state"]) == (shorter, 0, "PENDING")
+    assert job_id in {j.id for j in adapter(cluster).view().state.jobs}   # gpufair's now
+
+    # the owner's requeuehold of a running job: gpufair leaves it held for them
+    cluster.run("scancel", held[1024], free)
+    running = submit(texts[1024]).stdout.strip().split(";")[0]
+    start_by_hand(cluster, running, "gpu-v100-1")
+    assert as_user(cluster, user, "scontrol", "requeuehold", running).returncode == 0
+    cluster.wait_for("requeued held", lambda: cluster.jobs()[running]["job_state"] ==
+                     "PENDING", 60)
+    adapter(cluster).reconcile(lambda job, run, at: False)   # not in gpufair's journal
+    job = cluster.jobs()[running]
+    assert job["comment"] == texts[1024] and MARK in job["admin_comment"].split()
+    assert running in {j.id for j, _ in adapter(cluster).view().waiting}

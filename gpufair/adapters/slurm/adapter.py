@@ -28,10 +28,15 @@ from gpufair.adapters.slurm.commands import (
 from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.adapters.slurm.token import TokenSource
 from gpufair.adapters.slurm.translate import (
+    REFUSED_NOTE,
     USER_HOLD_MARK,
     SlurmJobInfo,
     SlurmView,
     block_nodes,
+    gpu_use_disagrees,
+    mark_fits,
+    no_resources,
+    refused,
     translate,
 )
 from gpufair.adapters.slurm.transport import (
@@ -58,6 +63,7 @@ from gpufair.model import (
     Start,
     node_of,
 )
+from gpufair.model.host_room import HostRoom
 from gpufair.settings import setting
 
 log = logging.getLogger("gpufair.slurm")
@@ -88,6 +94,10 @@ class SlurmSettings:
     backoff_s: float = setting(0.5, "first pause between read retries (doubles)", ge=0.0)
     settle_timeout_s: float = setting(30.0, "how long a requeued job may stay COMPLETING",
                                       gt=0.0)
+    kill_invalid_depend: bool = setting(
+        False, "as slurm.conf's SchedulerParameters=kill_invalid_depend (set both alike): a"
+        " held job whose dependency can never be met is cancelled unless it asked"
+        " --kill-on-invalid-dep=no (one that asked =yes is cancelled either way)")
     checkpoint_signal: str = setting("USR1", "sent grace_s before a preemption or move, to the"
                                      " jobs that opted in")
     checkpoint_opt_in: str = setting(
@@ -99,6 +109,10 @@ class SlurmSettings:
             raise ValueError("managed_partitions: empty partition name")
 
 
+#: squeue + sinfo pairs read at most, while they disagree on the GPUs in use (a job started or
+#: ended between them); the last pair stands (what sinfo shows in use and no job holds is
+#: never offered). Three: a disagreement that outlives two re-reads is not a race
+CONSISTENT_READS = 3
 #: How far into the next second a restart after a requeue waits (see ``_await_pending``).
 REVOKE_MARGIN_S = 0.05
 #: ``state_description`` of a job ``scontrol requeuehold`` stopped: the same whoever ran it
@@ -123,6 +137,8 @@ class SlurmAdapter:
     #: reconcile()'s view when it changed nothing, for the snapshot right after it (monotonic
     #: time it was read): the round then plans on the very state reconcile judged
     _judged: tuple[SlurmView, float] | None = field(default=None, repr=False)
+    #: the problems of the last read, logged already (see ``_log_problems``)
+    _logged: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
     def from_settings(cls, settings: SlurmSettings, *, mode: str = "hard") -> SlurmAdapter:
@@ -158,7 +174,9 @@ class SlurmAdapter:
 
     # ---- read side ------------------------------------------------------------------------
     def read_documents(self) -> tuple[dict, dict]:
-        """squeue and sinfo, retried with exponential backoff (slurmctld restarting)."""
+        """squeue and sinfo, retried with exponential backoff (slurmctld restarting), and
+        read again (at most ``CONSISTENT_READS`` times) while they disagree on the GPUs in
+        use: a job started or ended between the two reads (see ``gpu_use_disagrees``)."""
         retrying = Retrying(
             stop=stop_after_attempt(self.settings.retries),
             wait=wait_exponential(multiplier=self.settings.backoff_s, exp_base=2),
@@ -169,21 +187,42 @@ class SlurmAdapter:
         try:
             for attempt in retrying:
                 with attempt:
-                    return self.transport.read_jobs(), self.transport.read_nodes()
+                    return self._consistent_read()
         except TransportError as exc:
             log.warning("slurm read failed %d times: %s", self.settings.retries, exc)
             raise SlurmUnavailable(str(exc)) from exc
         raise AssertionError("unreachable: tenacity returns or raises")
+
+    def _consistent_read(self) -> tuple[dict, dict]:
+        """One squeue and one sinfo that agree on who holds which GPU, or the last pair read
+        (then the disagreement is real: GPUs of jobs gpufair cannot see, never offered)."""
+        for _ in range(CONSISTENT_READS - 1):
+            jobs, nodes = self.transport.read_jobs(), self.transport.read_nodes()
+            differ = gpu_use_disagrees(jobs, nodes)
+            if not differ:
+                return jobs, nodes
+            log.debug("squeue and sinfo disagree on the GPUs in use on %s: read again",
+                      ",".join(differ))
+        return self.transport.read_jobs(), self.transport.read_nodes()
 
     def view(self) -> SlurmView:
         jobs, nodes = self.read_documents()
         view = translate(jobs, nodes, now=self.clock(),
                          managed_partitions=self.settings.managed_partitions,
                          source=self.transport.name)
-        for problem in view.problems:
-            log.warning("%s", problem)
+        self._log_problems(view.problems)
         self.last_view = view
         return view
+
+    def _log_problems(self, problems: Sequence[str]) -> None:
+        """Log each problem of a read once while it lasts, not at every read: the daemon reads
+        Slurm two or three times a round and at every poll, so a job's malformed
+        ``gpufair:gpus=`` comment was warned about twice per round for as long as it waited
+        (issue 29). A problem that goes away and comes back is logged again."""
+        for problem in problems:
+            if problem not in self._logged:
+                log.warning("%s", problem)
+        self._logged = set(problems)
 
     def snapshot(self) -> ClusterState:
         judged, self._judged = self._judged, None
@@ -263,11 +302,44 @@ class SlurmAdapter:
                     and not ours(job.id, job.restarts - 1, job.arrival_s):
                 marked = self._leave_to_owner(info.control_id, job.restarts) or marked
         rehold = self._rehold_stranded(view)
-        if not held and not marked and not rehold:
+        cancelled = self._cancel_never_met(view)
+        if not held and not marked and not rehold and not cancelled:
             # a job requeued held between this view and a fresh read would be planned
             # unjudged (started again): the round's snapshot is this view
             self._judged = (view, read_at)
         return held
+
+    def _cancel_never_met(self, view: SlurmView) -> bool:
+        """Cancel the held jobs whose dependency can never be met and that ask for it
+        (``--kill-on-invalid-dep=yes``, or ``kill_invalid_depend`` and not ``=no``), as Slurm
+        would: it re-checks no held job's dependencies, and gpufair holds them all, so
+        such a job waited forever. The others wait, as they would in Slurm (its reason then
+        DependencyNeverSatisfied; ``gpufair dry-run`` lists why). A fresh read first: the
+        job must still wait on the same dependency. True if Slurm was asked to change
+        anything."""
+        asked = False
+        for job_id, (kill, dependency) in view.never_met.items():
+            if not (self.settings.kill_invalid_depend if kill is None else kill):
+                continue
+            try:
+                fresh = self._read_job(job_id)
+            except TransportError as exc:
+                log.warning("job %s: not read, not cancelled: %s", job_id, exc)
+                continue
+            if fresh is None or fresh.get("job_state") != "PENDING" or \
+                    fresh.get("dependency") != dependency:
+                continue
+            asked = True
+            result = self.cancel(job_id)
+            why = next((w for j, w in view.waiting if j.id == job_id), "")
+            if result.ok:
+                log.warning("job %s cancelled: %s, and it asked to be cancelled then "
+                            "(--kill-on-invalid-dep)", job_id, why,
+                            extra={"fields": {"event": "dependency_never_met",
+                                              "job": job_id}})
+            else:
+                log.warning("job %s: %s, not cancelled: %s", job_id, why, result.detail)
+        return asked
 
     def _rehold_stranded(self, view: SlurmView) -> bool:
         """Hold again the jobs gpufair released that can no longer start where they are
@@ -283,7 +355,10 @@ class SlurmAdapter:
         rehold = False
         for job_id in stranded(view):
             rehold = True
-            result = self.hold(view.jobs[job_id].record_id)
+            info = view.jobs[job_id]
+            result = self.hold(info.record_id)
+            if result.ok and refused(info.reason):
+                self._note_refusal(info)
             if result.ok:
                 log.warning("job %s was released onto %s, where it cannot start (a node "
                             "down or drained, or its GPUs taken): held again to be placed "
@@ -293,6 +368,21 @@ class SlurmAdapter:
                 log.warning("job %s cannot start where it was released, not held again: "
                             "%s", job_id, result.detail)
         return rehold
+
+    def _note_refusal(self, info: SlurmJobInfo) -> None:
+        """Note in the job's admin comment that Slurm refused to start it, and when: the
+        translation keeps it out of the plan for a while (a limit lasts until other jobs end;
+        offered again at once, it would be released and refused round after round). The note
+        lives in Slurm, so a dry run, a restarted daemon and ``gpufair explain`` see it."""
+        words = [w for w in info.admin_comment.split() if not w.startswith(REFUSED_NOTE)]
+        note = " ".join([*words, f"{REFUSED_NOTE}{info.reason}@{self.clock():.0f}"])
+        result = self.transport.control("update", info.record_id, {"AdminComment": note})
+        level = logging.WARNING if result.ok else logging.ERROR
+        log.log(level, "job %s: Slurm refused to start it where gpufair released it (%s): "
+                "held again%s", info.job_id, info.reason,
+                "" if result.ok else f", the refusal not noted: {result.detail}",
+                extra={"fields": {"event": "refused", "job": info.job_id,
+                                  "reason": info.reason}})
 
     def _leave_to_owner(self, job_id: str, restarts: int) -> bool:
         """Mark a job requeued held by somebody else with the owner's hold (job_submit.lua's
@@ -309,13 +399,17 @@ class SlurmAdapter:
             return True   # changed since the view, or held some other way: not this case
         comment = str(fresh.get("comment") or "")
         admin = str(fresh.get("admin_comment") or "")
-        if USER_HOLD_MARK not in comment.split():
-            comment = f"{comment} {USER_HOLD_MARK}" if comment.strip() else USER_HOLD_MARK
         # once per run (reconcile checks it); an earlier run's note goes
-        note = " ".join([w for w in admin.split() if not w.startswith(OWNER_HOLD_NOTE)]
-                        + [f"{OWNER_HOLD_NOTE}{restarts}"])
-        result = self.transport.control("update", job_id,
-                                        {"Comment": comment, "AdminComment": note})
+        words = [w for w in admin.split() if not w.startswith(OWNER_HOLD_NOTE)]
+        fields = {}
+        if USER_HOLD_MARK not in comment.split():
+            if mark_fits(comment):
+                fields["Comment"] = f"{comment} {USER_HOLD_MARK}" if comment.strip() \
+                    else USER_HOLD_MARK
+            elif USER_HOLD_MARK not in words:   # no room: where job_submit.lua keeps it then
+                words.append(USER_HOLD_MARK)
+        fields["AdminComment"] = " ".join([*words, f"{OWNER_HOLD_NOTE}{restarts}"])
+        result = self.transport.control("update", job_id, fields)
         if result.ok:
             log.warning("job %s was requeued held by its owner, not by gpufair: left held "
                         "for them until their scontrol release", job_id,
@@ -486,8 +580,12 @@ class SlurmAdapter:
         return next((j for j in self.last_view.state.jobs if j.id == job_id), None)
 
     def hold(self, job_id: str) -> CommandResult:
-        """Admin operations outside the plan's vocabulary (no model action expresses them)."""
-        return self.transport.control("hold", job_id)
+        """Admin operations outside the plan's vocabulary (no model action expresses them).
+
+        gpufair's hold is a *user* hold (``scontrol uhold``, Reason=JobHeldUser, as
+        job_submit.lua's at submission): an administrator's ``scontrol hold``
+        (JobHeldAdmin) then stays theirs, and gpufair starts no job under it."""
+        return self.transport.control("uhold", job_id)
 
     def release(self, job_id: str) -> CommandResult:
         return self.transport.control("release", job_id)
@@ -560,18 +658,18 @@ def find_record(jobs: Mapping[str, Any], job_id: str, *, own: bool = False
             return raw
         if str(raw.get("job_id")) == (array if task else job_id):
             record = raw
-    if task and (own or record is None or not _first_task(record, task)):
+    if task and (own or record is None or not _stands_for(record, task)):
         return None
     return record
 
 
-def _first_task(record: Mapping[str, Any], task: str) -> bool:
-    """Whether ``task`` is the lowest task an array record stands for (the one gpufair
-    starts next: the record is that task's job to the model)."""
-    if record.get("array_task_id") is not None:
+def _stands_for(record: Mapping[str, Any], task: str) -> bool:
+    """Whether an array record still stands for ``task`` (not split out of it yet: the
+    record is that task's job to the model, see ``translate._array_tasks``)."""
+    if record.get("array_task_id") is not None or not task.isdigit():
         return False
     try:
-        return str(parse_task_list(str(record.get("array_task_string") or "")).first) == task
+        return int(task) in parse_task_list(str(record.get("array_task_string") or ""))
     except ValueError:
         return False
 
@@ -587,17 +685,30 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
     GPUs it frees. Jobs gpufair does not schedule are not told apart there this round
     (sinfo counts the settling job's GPUs in use until it is gone); the next round does.
 
-    ``()`` when the job cannot start there: too few GPUs left, or a pinned node that Slurm
+    ``()`` when the job cannot start there: Slurm says it will not (a reason in
+    :data:`~gpufair.adapters.slurm.translate.REFUSALS`, a limit, or Resources still
+    :data:`~gpufair.adapters.slurm.translate.RESOURCES_GRACE_S` after the release with
+    nothing settling there), too few GPUs left, too few
+    CPUs or too little
+    memory left beside them (what Slurm shows allocated to what gpufair does not schedule,
+    to the running jobs and to the released jobs before it), or a pinned node that Slurm
     itself shows down or drained (it starts nothing there until an admin or the node brings
     it back, which may be never). None when a pinned node is unknown or held back for what
     cannot be told (a record that could not be read, records that contradict each other):
     nothing to tell this round."""
     nodes = {n.name: n for n in view.state.nodes}
     taken = {g for job in view.state.jobs for g in job.gpus_held}
+    room = HostRoom(view.state.nodes)
+    for job in view.state.jobs:
+        room.take(job, job.gpus_held)
     out: dict[str, tuple[str, ...] | None] = {}
     for job in view.state.jobs:
         info = view.jobs[job.id]
         if not starting(info) or not info.pinned:
+            continue
+        if (refused(info.reason) or no_resources(info)) and \
+                view.settling_nodes.isdisjoint(info.pinned):
+            out[job.id] = ()       # Slurm's own word: it will not start it there as it is
             continue
         pinned = [nodes.get(name) for name in dict.fromkeys(info.pinned)]
         if any(n is not None and n.state is not NodeState.UP and n.name not in view.held_back
@@ -618,9 +729,11 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
             extra = [g for f in free for g in f[1:]]
             gpus += extra[:job.gpus - len(gpus)]
             short = any(not f for f in free) or len(gpus) != job.gpus
-        if short:
+        counts = {n: sum(node_of(g) == n for g in gpus) for n in dict.fromkeys(info.pinned)}
+        if short or not all(room.fits(job, n, k) for n, k in counts.items()):
             out[job.id] = ()
             continue
+        room.take(job, gpus)
         taken.update(gpus)
         out[job.id] = tuple(sorted(gpus, key=lambda g: (info.pinned.index(node_of(g)),
                                                         int(g.rpartition(":")[2]))))
@@ -630,5 +743,7 @@ def starting_places(view: SlurmView) -> dict[str, tuple[str, ...] | None]:
 def stranded(view: SlurmView) -> list[str]:
     """Managed jobs gpufair released that cannot start where they are pinned: their nodes no
     longer have the GPUs they ask (taken by jobs gpufair does not schedule or held by running
-    jobs), or one of them is down or drained in Slurm (see :func:`starting_places`)."""
+    jobs, or too few CPUs or too little memory left beside them), one of them is down or
+    drained in Slurm, or Slurm refuses it for a reason a wait does not cure (see
+    :func:`starting_places`)."""
     return [job_id for job_id, gpus in starting_places(view).items() if gpus == ()]

@@ -4,8 +4,9 @@
 splits a task out into a record of its own (a new job id, its ``array_task_id``) when it
 starts it or when an update names it (``scontrol update JobId=A_T``). Releasing the record
 itself would release every task in it at once, and Slurm would start as many as fit, then the
-rest whenever GPUs free up: starts gpufair never decided. So gpufair starts a pending array
-record one task at a time, by the id ``A_T`` of its lowest task, and needs that task's number.
+rest whenever GPUs free up: starts gpufair never decided. So gpufair starts the tasks of a
+pending array record one by one, each by its id ``A_T`` (the update of ``A_T`` splits that task
+out, the rest stay held), as many in one round as the plan places: it needs the tasks' numbers.
 
 22.05 prints the list (``array_task_string``) as ranges of the task bitmap: ``0-7``,
 ``1,3,5``, a stepped range ``0-12:4`` when the ids have one stride, a ``%N`` suffix for
@@ -31,6 +32,20 @@ class TaskList:
     first: int
     count: int | None
     limit: int | None = None
+    #: the (lowest, highest, step) ranges as printed: which task ids the record stands for
+    ranges: tuple[tuple[int, int, int], ...] = ()
+
+    def __contains__(self, task: object) -> bool:
+        return isinstance(task, int) and any(
+            lo <= task <= hi and (task - lo) % step == 0 for lo, hi, step in self.ranges)
+
+    def ids(self, at_most: int) -> list[int]:
+        """The lowest ``at_most`` task ids, in order (an array may hold 4 million tasks: no
+        more are ever listed than asked)."""
+        out: list[int] = []
+        for lo, hi, step in self.ranges:
+            out.extend(range(lo, min(hi, lo + step * (at_most - 1)) + 1, step))
+        return sorted(set(out))[:max(0, at_most)]
 
 
 def parse_task_list(text: str) -> TaskList:
@@ -54,6 +69,7 @@ def parse_task_list(text: str) -> TaskList:
         raise ValueError(f"array task list {text!r}: no task ids")
     first: int | None = None
     count = 0
+    ranges: list[tuple[int, int, int]] = []
     for item in items:
         match = _ITEM.match(item)
         if match is None:
@@ -65,5 +81,6 @@ def parse_task_list(text: str) -> TaskList:
             raise ValueError(f"array task list {text!r}: bad range {item!r}")
         first = lo if first is None else min(first, lo)
         count += (hi - lo) // step + 1
+        ranges.append((lo, hi, step))
     assert first is not None
-    return TaskList(first, None if truncated else count, limit)
+    return TaskList(first, None if truncated else count, limit, tuple(ranges))

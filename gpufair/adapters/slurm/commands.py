@@ -87,7 +87,7 @@ def steps_for(action: Action, job: SlurmJobInfo, *, hard: bool) -> list[Step]:
     if isinstance(action, Preempt):
         if hard and starting(job):
             # released, not started yet (the model shows it running): taken back by a hold
-            return [Step("hold", record), Step("verify-held", record)]
+            return [Step("uhold", record), Step("verify-held", record)]
         if action.mode is PreemptMode.SUSPEND:
             return [Step("suspend", jid)]
         return [Step("requeuehold" if hard else "requeue", jid), Step("verify-requeued", jid)]
@@ -97,7 +97,7 @@ def steps_for(action: Action, job: SlurmJobInfo, *, hard: bool) -> list[Step]:
         fields["StartTime"] = "now"
         # one not started yet is held, pinned anew and released again: nothing to requeue
         if hard and starting(job):
-            stop = [Step("hold", record), Step("verify-held", record)]
+            stop = [Step("uhold", record), Step("verify-held", record)]
         else:
             stop = [Step("requeuehold", jid), Step("await-pending", jid)]
         return [*stop, Step("update", jid, tuple(fields.items())),

@@ -25,13 +25,25 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Any
 
 from gpufair.adapters.slurm.arrays import parse_task_list
 from gpufair.adapters.slurm.gres import parse_gpu_entries
 from gpufair.adapters.slurm.hostlist import expand_hostlist
 from gpufair.errors import json_kind
-from gpufair.model import ClusterState, GpuType, Job, JobState, Node, NodeState, Tenant, gpu_id
+from gpufair.model import (
+    ClusterState,
+    GpuType,
+    HostRequest,
+    Job,
+    JobState,
+    Node,
+    NodeState,
+    Tenant,
+    gpu_id,
+    node_of,
+)
 
 #: Slurm job states → model states; None: holds resources but is in transition (see below).
 JOB_STATES: dict[str, JobState | None] = {
@@ -56,6 +68,11 @@ MANAGED_MARK = "gpufair:managed"
 #: user's update that changes it, even when the lua does). The owner's ``scontrol release``
 #: only takes the word out; the job stays held, and only then is it gpufair's to start.
 USER_HOLD_MARK = "gpufair:userhold"
+#: Slurm's longest comment (bytes). When the owner's comment leaves no room for the mark,
+#: job_submit.lua keeps it in the admin comment, where it counts only while there is no room
+#: (see :func:`user_held`)
+COMMENT_MAX = 1024
+_MARK_WORD = re.compile(r"(?<=\s)" + re.escape(USER_HOLD_MARK) + r"(?=\s)")
 #: An elastic job says so in its --comment: ``gpufair:gpus=MIN-MAX`` (one word); it is then
 #: scheduled with any GPU count from MIN to MAX (AFS), and resized by requeue + update.
 ELASTIC_MARK = "gpufair:gpus="
@@ -66,6 +83,7 @@ _MAX_U32 = _U32 - 1
 _MAX_TIME = float(1 << 40)          # year 36812: beyond any "start in a year" estimate
 _MAX_JOB_GPUS = 1 << 20
 _MAX_NODE_GPUS = 1 << 12
+_MAX_MEMORY_MB = 1 << 40           # a petabyte of memory in one node or one job
 _MAX_NAMES = 1 << 16                # names one host list or GPU index list may expand to
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
 _RANGES = re.compile(r"(\d+)-(\d+)")
@@ -97,6 +115,10 @@ class SlurmJobInfo:
     control: str = ""
     #: the record a pending array record's job ``A_T`` stands in (see :func:`_job`): ``A``
     record: str = ""
+    #: when it became eligible (for a job gpufair released: the release, ``StartTime=now``)
+    #: and when Slurm's scheduler last looked at it (epoch seconds; 0 when not shown)
+    eligible_s: float = 0.0
+    evaluated_s: float = 0.0
 
     @property
     def control_id(self) -> str:
@@ -126,6 +148,13 @@ class SlurmView:
     #: those of ``held_back`` whose only reason is a job settling there: up again in seconds,
     #: and their GPUs are known (the settling job's are free once it is gone)
     settling_nodes: frozenset[str] = frozenset()
+    #: waiting jobs whose dependency can never be met any more (a parent of ``afterok`` that
+    #: failed, ...), by the id that cancels them alone: their own word on it
+    #: (``--kill-on-invalid-dep=yes`` True, ``=no`` False, neither None: the cluster's
+    #: ``kill_invalid_depend``) and the dependency as read. Slurm re-checks no held job's
+    #: dependencies, and gpufair holds them all: it carries out that rule itself
+    #: (``SlurmAdapter.reconcile``)
+    never_met: Mapping[str, tuple[bool | None, str]] = field(default_factory=dict)
 
 
 class Malformed(ValueError):
@@ -251,6 +280,7 @@ class _Parsed:
     where: str
     job: Job
     info: SlurmJobInfo
+    order: tuple[int, int, str] = (0, 0, "")
 
 
 def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now: float,
@@ -274,8 +304,10 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
         records = []
 
     site = replace(site, job_states=_job_states(records), arrays=_array_load(records))
+    capacity = sum(n.gpus for n in nodes)
     parsed: list[_Parsed] = []
     waiting: list[tuple[Job, str]] = []
+    never_met: dict[str, tuple[bool | None, str]] = {}
     for i, raw in sorted(enumerate(records), key=lambda item: _submission_order(item[1])):
         where = _where(source, raw, i)
         try:
@@ -285,9 +317,13 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
             _check_held(*result, known)
             result = (_elastic(result[0], raw, problems, where), result[1])
             try:
-                result = (_constrain(result[0], raw, site), result[1])
+                result = (_constrain(result[0], raw, site, now), result[1])
             except NotRunnable as why:  # nothing wrong: it waits for its owner or a parent
                 waiting.append((result[0], str(why)))
+                if isinstance(why, NeverMet) and not result[1].record:
+                    # (an array record is not cancelled by gpufair: its id is every task)
+                    never_met[result[1].control_id] = (_kill_on_invalid_dep(raw),
+                                                       _text(raw, "dependency"))
                 continue
             except Unmodelled as why:   # not broken: just not for the policy to place
                 problems.append(f"{where}: not scheduled by gpufair: {why}")
@@ -302,7 +338,12 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
                 problems.append(f"{where}: skipped: {_describe(exc)}")
             blocked.update(held)
             continue
-        parsed.append(_Parsed(i, raw, where, *result))
+        for job, info in _array_tasks(*result, raw, site, capacity):
+            order = _submission_order(raw)
+            if info.record:   # a task of the record: at its place among its split-out peers
+                order = (order[0], int(job.id.partition("_")[2]), "")
+            parsed.append(_Parsed(i, raw, where, job, info, order))
+    parsed.sort(key=lambda p: p.order)
 
     parsed = _drop_conflicts(parsed, problems, blocked)
     jobs: list[Job] = []
@@ -335,6 +376,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
                          tenants=tuple(Tenant(t) for t in tenants),
                          gpu_types=tuple(GpuType(t) for t in types))
     return SlurmView(state, infos, tuple(problems), tuple(settling), tuple(waiting),
+                     never_met=never_met,
                      held_back=frozenset(up & (blocked | settling_nodes)),
                      settling_nodes=frozenset((up & settling_nodes) - blocked))
 
@@ -346,6 +388,8 @@ class _Site:
     features: Mapping[str, frozenset[str]]
     partitions: Mapping[str, frozenset[str]]    # partition → its GPU nodes
     used: Mapping[str, tuple[int, ...]]         # node → GPU indices in use by anybody
+    #: node → (CPUs, memory MB) Slurm has allocated there to anybody
+    allocated: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     job_states: Mapping[str, str] = field(default_factory=dict)   # for dependencies
     #: array job id → (its tasks running or released, its ``%N`` limit): see ``_array_load``
     arrays: Mapping[int, tuple[int, int]] = field(default_factory=dict)
@@ -355,6 +399,7 @@ def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
     features: dict[str, frozenset[str]] = {}
     partitions: dict[str, set[str]] = {}
     used: dict[str, tuple[int, ...]] = {}
+    allocated: dict[str, tuple[int, int]] = {}
     for raw in _records(doc, "nodes") or ():
         if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
             continue
@@ -371,7 +416,52 @@ def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
                                for i in (e.indices or ()))
         except (ValueError, TypeError):
             used[name] = ()
-    return _Site(features, {p: frozenset(n) for p, n in partitions.items()}, used)
+        try:
+            allocated[name] = (_int(raw, "alloc_cpus") or 0,
+                               _int(raw, "alloc_memory", _MAX_MEMORY_MB) or 0)
+        except Malformed:   # unknown: all of it, so that nothing is placed there on a guess
+            allocated[name] = (_MAX_U32, _MAX_MEMORY_MB)
+    return _Site(features, {p: frozenset(n) for p, n in partitions.items()}, used, allocated)
+
+
+def gpu_use_disagrees(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any]
+                      ) -> list[str]:
+    """Nodes where sinfo's GPUs in use are not the GPUs the jobs document's running jobs hold
+    there (any partition; a node where a job is COMPLETING is left out: it is held back
+    anyway, and sinfo frees its GPUs step by step).
+
+    squeue and sinfo are two reads at two moments: a job that starts between them is
+    pending in one and holds GPUs in the other, so its GPUs looked "used by jobs gpufair
+    does not schedule", the jobs released there looked stranded and were held again, then
+    released again (issue 29). The adapter reads both again while this says they differ.
+    Whatever cannot be read here agrees: the translation reports it."""
+    used: dict[str, set[int]] = {}
+    completing: set[str] = set()
+    for raw in _records(jobs_doc, "jobs") or ():
+        try:
+            state = _state_name(raw.get("job_state"), "job_state")
+            if state not in _RUNS:
+                continue
+            nodes = _hostlist(raw, "nodes")
+            if state == "COMPLETING":
+                completing.update(nodes)
+                continue
+            for gpu in _held(raw, nodes):
+                name, _, index = gpu.rpartition(":")
+                used.setdefault(name, set()).add(int(index))
+        except Exception:  # unreadable: the translation reports it
+            continue
+    differ = []
+    for raw in _records(nodes_doc, "nodes") or ():
+        try:
+            name = raw["name"]
+            said = {i for e in parse_gpu_entries(_text(raw, "gres_used"))
+                    for i in (e.indices or ())}
+        except Exception:  # unreadable: the translation reports it
+            continue
+        if name not in completing and said != used.get(name, set()):
+            differ.append(name)
+    return differ
 
 
 def _job_states(records: Sequence[Any]) -> dict[str, str]:
@@ -417,11 +507,16 @@ def _foreign_gpus(nodes: Sequence[Node], jobs: Sequence[Job], site: _Site,
         for gpu in job.gpus_held:
             name, _, index = gpu.rpartition(":")
             held.setdefault(name, set()).add(int(index))
+    ours = _host_use(nodes, jobs)
     out = []
     for node in nodes:
         if node.state is not NodeState.UP:   # not offered anyway
             out.append(node)
             continue
+        cpus, memory = site.allocated.get(node.name, (0, 0))
+        mine = ours.get(node.name, (0, 0))
+        node = replace(node, cpus_unavailable=max(0, cpus - mine[0]) if node.cpus else 0,
+                       memory_unavailable_mb=max(0, memory - mine[1]) if node.memory_mb else 0)
         foreign = tuple(sorted(set(site.used.get(node.name, ())) - held.get(node.name, set())))
         foreign = tuple(i for i in foreign if i < node.gpus)
         if foreign:
@@ -430,6 +525,25 @@ def _foreign_gpus(nodes: Sequence[Node], jobs: Sequence[Job], site: _Site,
             node = replace(node, unavailable=foreign)
         out.append(node)
     return out
+
+
+def _host_use(nodes: Sequence[Node], jobs: Sequence[Job]) -> dict[str, tuple[int, int]]:
+    """Node → (CPUs, memory MB) the jobs of the state hold there by their requests: what of
+    Slurm's allocation there is theirs (the rest belongs to what gpufair does not schedule)."""
+    known = {n.name: n for n in nodes}
+    use: dict[str, tuple[int, int]] = {}
+    for job in jobs:
+        if job.host is None or not job.gpus_held:
+            continue
+        counts: dict[str, int] = {}
+        for gpu in job.gpus_held:
+            counts[node_of(gpu)] = counts.get(node_of(gpu), 0) + 1
+        for name, count in counts.items():
+            if name in known:
+                cpus, memory = job.host.on_node(count, known[name])
+                before = use.get(name, (0, 0))
+                use[name] = (before[0] + cpus, before[1] + memory)
+    return use
 
 
 #: a --constraint gpufair can model: features joined by & or , (all of them)
@@ -445,22 +559,52 @@ class NotRunnable(Unmodelled):
     hold): nothing to report, and no demand the policy should count or serve."""
 
 
+class NeverMet(NotRunnable):
+    """The job's dependency can never be met any more: Slurm alone would say
+    DependencyNeverSatisfied, and cancel it if it asked (``--kill-on-invalid-dep=yes``)."""
+
+
+def _kill_on_invalid_dep(raw: Mapping[str, Any]) -> bool | None:
+    """The job's own ``--kill-on-invalid-dep``: yes True, no False, not given None."""
+    flags = raw.get("flags")
+    flags = set(flags) if isinstance(flags, list) else set()
+    return True if "KILL_INV_DEP" in flags else False if "NO_KILL_INV_DEP" in flags else None
+
+
 def user_held(raw: Mapping[str, Any]) -> bool:
     """Whether a managed job carries its owner's hold (``USER_HOLD_MARK``). Only job_submit.lua
     writes the word into a managed job's comment, and only the owner (or an operator) can
-    change that comment; in a job the lua did not mark, the word means nothing."""
-    return _managed(raw) and USER_HOLD_MARK in _text(raw, "comment").split()
+    change that comment; in a job the lua did not mark, the word means nothing. When the
+    comment leaves no room for the word (Slurm's 1,024 bytes: an ``sbatch --hold`` with a
+    1,008-byte comment was refused), the lua keeps it in the admin comment, which users
+    cannot change: it counts there only while the comment still leaves no room (the owner
+    shortens it to release the job, and the word then moves into it)."""
+    if not _managed(raw):
+        return False
+    comment = _text(raw, "comment")
+    return USER_HOLD_MARK in comment.split() or (
+        USER_HOLD_MARK in _text(raw, "admin_comment").split() and not mark_fits(comment))
+
+
+def mark_fits(comment: str) -> bool:
+    """Whether the owner's hold mark fits in ``comment`` (as job_submit.lua counts: bytes of
+    the comment without the mark, a space, the mark)."""
+    text = _MARK_WORD.sub("", f" {comment} ").strip()
+    return not text or len(text.encode("utf-8", "replace")) + 1 + len(USER_HOLD_MARK) \
+        <= COMMENT_MAX
 
 
 def held_by_gpufair(jobs_doc: Any) -> list[str]:
     """Ids of the waiting jobs that wait only for gpufair: marked by job_submit.lua, held,
-    not held by their owner. What an uninstall must release (hard mode holds every managed
-    job, dependency waiters included); an owner's hold and anyone else's stay. A record that
+    not held by their owner nor by an administrator. What an uninstall must release (hard
+    mode holds every managed job, dependency waiters included); an owner's hold and an
+    administrator's stay. A record that
     cannot be read is left alone (releasing a job on a guess is not undone)."""
     ids = []
     for raw in _records(jobs_doc, "jobs") or []:
         try:
-            if not isinstance(raw, Mapping) or not _managed(raw) or user_held(raw):
+            if not isinstance(raw, Mapping) or not _managed(raw) or user_held(raw) \
+                    or _text(raw, "state_reason") == ADMIN_HOLD:
                 continue
             job_id = raw.get("job_id")
             if _on_hold(_text(raw, "job_state"), _text(raw, "state_reason"),
@@ -510,18 +654,24 @@ def _elastic(job: Job, raw: Mapping[str, Any], problems: list[str], where: str) 
     return replace(job, min_gpus=low, max_gpus=high)
 
 
-def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:
+def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job:
     """What Slurm will honour of a placement, as the model's constraints on the job."""
     if job.state is not JobState.PENDING:
         return job
     if user_held(raw):
         raise NotRunnable("held by its owner until they release it")
+    why = not_eligible(raw, now)
+    if why is not None:
+        raise NotRunnable(why)
     running, limit = site.arrays.get(_int(raw, "array_job_id") or 0, (0, 0))
     if limit and running >= limit and _num(raw, "priority", 0.0, float(_MAX_U32)) == 0:
         # (a task already released counts itself: it is not held back for that)
         raise NotRunnable(f"its array has {running} tasks running, its limit (%{limit})")
     dependency = _text(raw, "dependency")
     if dependency not in ("", "(null)") and not dependency_met(dependency, site.job_states):
+        never = dependency_never_met(dependency, site.job_states)
+        if never is not None:
+            raise NeverMet(f"its dependency can never be met ({_show(never)})")
         raise NotRunnable(f"waits for a dependency ({_show(dependency)})")
     allowed: set[str] | None = None
     parts = [p for p in _text(raw, "partition").split(",") if p in site.partitions]
@@ -553,6 +703,109 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site) -> Job:
                    nodes=nodes, gpu_types=(typed,) if typed else None)
 
 
+#: the reason of a hold by an administrator (root's ``scontrol hold``). gpufair's own holds are
+#: user holds (job_submit.lua's at submission, ``scontrol uhold`` and ``requeuehold`` by the
+#: daemon): an admin hold is somebody else's decision, and gpufair starts no job under one
+ADMIN_HOLD = "JobHeldAdmin"
+
+
+#: Slurm's reasons for not starting a job it may start (released, not held) that a wait does
+#: not cure by itself: the job's nodes, partition, licences, reservation, or an association or
+#: QOS limit (AssocGrpGRES, AssocMaxJobsLimit, QOSMaxJobsPerUserLimit, QOSGrpGRES, ...).
+#: ``Resources`` is not one: a job pinned onto GPUs a requeue is still freeing waits on it
+#: for seconds; what gpufair can count (GPUs, CPUs, memory, nodes down) it checks itself.
+REFUSALS = frozenset({
+    "ReqNodeNotAvail", "NodeDown", "PartitionDown", "PartitionInactive", "PartitionNodeLimit",
+    "PartitionTimeLimit", "PartitionConfig", "BadConstraints", "Licenses", "Reservation",
+    "InvalidQOS", "InvalidAccount", "AccountNotAllowed", "QOSNotAllowed", "FrontEndDown"})
+#: gpufair's note (in the admin comment, which users cannot change) on a job it held again
+#: because Slurm refused to start it: ``gpufair:refused=REASON@EPOCH``. A limit lasts until
+#: other jobs end, which nothing tells: the job is offered again only ``RETRY_REFUSED_S`` later
+REFUSED_NOTE = "gpufair:refused="
+RETRY_REFUSED_S = 60.0
+
+
+#: how long after a release Slurm's scheduler must still have found no ``Resources`` for a
+#: job, with nothing of gpufair's settling on its nodes, for gpufair to place it anew although
+#: its own count says it fits (a GRES or limit it does not model); the seconds a requeue's
+#: KillWait keeps a node are covered by the settling check, this only by the look's time
+RESOURCES_GRACE_S = 10.0
+
+
+def refused(reason: str) -> bool:
+    """Whether Slurm's ``state_reason`` of a released job says it will not start it as is."""
+    return reason in REFUSALS or reason.startswith(("Assoc", "QOS"))
+
+
+def no_resources(info: SlurmJobInfo) -> bool:
+    """Whether Slurm looked at a released job well after its release and found no resources
+    for it where it is pinned (the caller checks nothing settles there)."""
+    return info.reason == "Resources" and info.eligible_s > 0 and \
+        info.evaluated_s >= info.eligible_s + RESOURCES_GRACE_S
+
+
+def refusal(raw: Mapping[str, Any]) -> tuple[str, float] | None:
+    """(reason, when) of gpufair's refusal note on a managed job, or None."""
+    if not _managed(raw):
+        return None
+    for word in _text(raw, "admin_comment").split():
+        if word.startswith(REFUSED_NOTE):
+            reason, _, when = word[len(REFUSED_NOTE):].rpartition("@")
+            try:
+                return reason, float(when)
+            except ValueError:
+                return None
+    return None
+
+
+def not_eligible(raw: Mapping[str, Any], now: float) -> str | None:
+    """Why Slurm itself would not start this waiting job now, or None.
+
+    Read from Slurm's own fields rather than re-derived: gpufair holds every job it manages,
+    so Slurm's reason for a managed job is the hold, and what else stands in its way must be
+    read here, or the release (``StartTime=now``) would override it.
+
+    - ``eligible_time`` in the future on a job never run: its ``--begin`` (or an
+      ``scontrol update StartTime=``). A requeue sets a begin time too (Slurm's delay before
+      a requeued job may run again): that one is gpufair's to override, as it does when it
+      restarts a job it preempted, so a job that ran before (``restart_cnt``) is not held
+      back by it.
+    - ``deadline`` that the job can no longer meet: Slurm ends such a job (state DEADLINE)
+      rather than start it; the shortest run it accepts is ``--time-min``, else its time
+      limit when known.
+    - an administrator's hold (``JobHeldAdmin``): theirs to lift.
+    - a reservation (``resv_name``): its nodes and window are Slurm's to honour, so
+      job_submit.lua leaves such a job to Slurm at submission; one moved into a reservation
+      later waits here for an operator.
+    - Slurm's refusal of the job's last release (a limit, a reservation: gpufair's note, see
+      ``REFUSED_NOTE``), for ``RETRY_REFUSED_S``.
+    """
+    eligible = _num(raw, "eligible_time") or 0.0
+    if eligible > now and not _int(raw, "restart_cnt"):
+        return f"not eligible before {_clock(eligible)} (its --begin)"
+    deadline = _num(raw, "deadline") or 0.0
+    if deadline:
+        shortest = _int(raw, "time_minimum") or _int(raw, "time_limit") or 0
+        if now + 60.0 * shortest >= deadline:
+            return f"its --deadline {_clock(deadline)} cannot be met (Slurm ends it)"
+    if _text(raw, "state_reason") == ADMIN_HOLD:
+        return "held by an administrator (scontrol hold); scontrol uhold hands it back"
+    reservation = _text(raw, "resv_name")
+    if reservation:   # moved into one after submission: job_submit.lua leaves those to Slurm
+        return (f"runs in reservation {_show(reservation)}, Slurm's to schedule (an "
+                "operator's scontrol release hands it over)")
+    note = refusal(raw)
+    if note is not None and now < note[1] + RETRY_REFUSED_S:
+        return (f"Slurm refused to start it ({note[0]}) at {_clock(note[1])}; offered again "
+                f"from {_clock(note[1] + RETRY_REFUSED_S)}")
+    return None
+
+
+def _clock(epoch: float) -> str:
+    """An epoch time as Slurm prints it (UTC), for the reasons a dry run shows."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 _ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
           "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
 _STARTED = _ENDED | {"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "STOPPED"}
@@ -580,6 +833,27 @@ def dependency_met(text: str, states: Mapping[str, str]) -> bool:
         results.append(all(states.get(j.split("+")[0].split("_")[0]) in allowed
                            for j in ids.split(":")))
     return any(results) if any_of else all(results)
+
+
+#: the states of a parent that decide a dependency kind for good, the wrong way
+_FAILS = {"afterok": _ENDED - {"COMPLETED"}, "afternotok": {"COMPLETED"}}
+
+
+def dependency_never_met(text: str, states: Mapping[str, str]) -> str | None:
+    """The part of a dependency that can never be met any more (``afterok:12`` once job 12
+    failed, ``afternotok:12`` once it completed), or None while it still may be: Slurm's
+    DependencyNeverSatisfied. ``?`` (any of) can never be met only when no part can. A
+    parent gpufair cannot see (gone from squeue after MinJobAge) decides nothing."""
+    failed = []
+    for item in re.split(r"[,?]", text):
+        part = re.sub(r"\(.*?\)$", "", item.strip())
+        kind, _, ids = part.partition(":")
+        fails = _FAILS.get(kind, set())
+        failed.append(bool(ids) and any(states.get(j.split("+")[0].split("_")[0]) in fails
+                                        for j in ids.split(":")))
+        if failed[-1] and "?" not in text:
+            return part
+    return text if "?" in text and all(failed) else None
 
 
 def _user_nodelist(raw: Mapping[str, Any]) -> tuple[str, ...]:
@@ -743,7 +1017,9 @@ def _node(raw: Mapping[str, Any], name: str, managed: set[str], where: str,
     count = sum(e.count for e in entries)
     if count > _MAX_NODE_GPUS:
         raise Malformed(f"{_show(count)} GPUs in GRES {_show(gres)}")
-    return Node(name, gpu_type, count, state=_node_state(raw, where, problems))
+    return Node(name, gpu_type, count, state=_node_state(raw, where, problems),
+                cpus=_int(raw, "cpus") or None,
+                memory_mb=_int(raw, "real_memory", _MAX_MEMORY_MB) or None)
 
 
 def _node_state(raw: Mapping[str, Any], where: str, problems: list[str]) -> NodeState:
@@ -818,7 +1094,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         restarts=_int(raw, "restart_cnt") or 0,
         gpus_held=held_gpus if running else (),
         log_path=_log_path(raw, int(record or job_id), array_id, user, hosts),
-        owner_uid=user_id, owner_gid=_int(raw, "group_id"),
+        owner_uid=user_id, owner_gid=_int(raw, "group_id"), host=host_request(raw),
     )
     info = SlurmJobInfo(
         job_id=job_id, raw_state=raw_state, partition=partition, reason=reason,
@@ -829,8 +1105,92 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         pinned=_hostlist(raw, "required_nodes"), description=_text(raw, "state_description"),
         admin_comment=_text(raw, "admin_comment"), record=record,
         control=task_name(raw) or "",
+        eligible_s=_num(raw, "eligible_time") or 0.0,
+        evaluated_s=_num(raw, "last_sched_evaluation") or 0.0,
     )
     return job, info
+
+
+#: ``--exclusive`` (``none``) and ``--exclusive=user`` (``user``): no node shared with another
+#: job of gpufair's (the second is looser in Slurm; as strict here: never placed wrong)
+_EXCLUSIVE = frozenset({"none", "user"})
+_PER_GPU = re.compile(r"^gres:gpu(?::[^:,]+)?:([0-9]{1,12})$")
+
+
+def host_request(raw: Mapping[str, Any]) -> HostRequest | None:
+    """The CPUs and memory the job asks on each node, as Slurm 22.05 shows them.
+
+    CPUs per node: ``minimum_cpus_per_node`` (``-c`` x ``--ntasks-per-node``), or the job's
+    ``cpus`` spread over its nodes (``-n``), whichever is more; per GPU: ``cpus_per_tres``
+    (``--cpus-per-gpu``). Memory: ``memory_per_node`` (``--mem``), else ``memory_per_tres``
+    (``--mem-per-gpu``), else ``memory_per_cpu`` (``--mem-per-cpu``, which Slurm fills with
+    DefMemPerCPU when the job gave none: no need to read the site's config). ``shared``
+    ``none``: ``--exclusive``. None when the record asks nothing of the sort."""
+    nodes = _int(raw, "node_count") or 1
+    cpus = _int(raw, "cpus") or 0
+    per_node = max(_int(raw, "minimum_cpus_per_node") or 0, -(-cpus // nodes))
+    memory = _int(raw, "memory_per_node", _MAX_MEMORY_MB) or 0
+    if not (memory or _text(raw, "memory_per_tres") or _int(raw, "memory_per_cpu")):
+        # no memory field at all (a site without DefMemPerCPU): what Slurm counts in the
+        # job's TRES request, spread over its nodes
+        memory = -(-_tres_memory(raw) // nodes)
+    request = HostRequest(
+        cpus_per_node=per_node, cpus_per_gpu=_per_gpu(raw, "cpus_per_tres"),
+        memory_per_node_mb=memory,
+        memory_per_gpu_mb=_per_gpu(raw, "memory_per_tres"),
+        memory_per_cpu_mb=_int(raw, "memory_per_cpu", _MAX_MEMORY_MB) or 0,
+        exclusive=_text(raw, "shared").lower() in _EXCLUSIVE)
+    return None if request == HostRequest() else request
+
+
+_TRES_MEMORY = re.compile(r"(?:^|,)mem=([0-9]{1,15})([KMGTP]?)(?:,|$)")
+_MB = {"K": 1 / 1024, "M": 1, "": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
+
+
+def _tres_memory(raw: Mapping[str, Any]) -> int:
+    """The memory (MB) of ``tres_req_str`` (``cpu=1,mem=125G,node=1``); 0 if it names none."""
+    match = _TRES_MEMORY.search(_text(raw, "tres_req_str"))
+    if match is None:
+        return 0
+    memory = math.ceil(int(match.group(1)) * _MB[match.group(2)])
+    if memory > _MAX_MEMORY_MB:
+        raise Malformed(f"field 'tres_req_str' out of range: {_show(match.group(0))}")
+    return memory
+
+
+def _per_gpu(raw: Mapping[str, Any], key: str) -> int:
+    """The number of a ``gres:gpu:N`` TRES field (``--cpus-per-gpu``, ``--mem-per-gpu``)."""
+    text = _text(raw, key)
+    if not text:
+        return 0
+    match = _PER_GPU.match(text)
+    if match is None or int(match.group(1)) > _MAX_MEMORY_MB:
+        raise Malformed(f"field {key!r} is not gres:gpu:N: {_show(text)}")
+    return int(match.group(1))
+
+
+def _array_tasks(job: Job, info: SlurmJobInfo, raw: Mapping[str, Any], site: _Site,
+                 capacity: int) -> list[tuple[Job, SlurmJobInfo]]:
+    """A pending array record as the jobs ``A_T`` of the tasks it stands for, lowest first;
+    any other record as itself. Each task is started on its own (the update of ``A_T``
+    splits it out of the record), so a round starts as many as the plan places: one job for
+    the whole record started one task per round (a 12-task array on 16 idle GPUs took 32 s).
+
+    Not more tasks than the array's ``%N`` limit leaves room for, nor than could all run on
+    the cluster's GPUs at once (an array may stand for 4 million tasks: the rest follow as
+    these start), nor than the record lists when Slurm cut its list short."""
+    if not info.record:
+        return [(job, info)]
+    tasks = parse_task_list(_text(raw, "array_task_string"))   # read once already by _job
+    running, limit = site.arrays.get(int(job.app or 0), (0, 0))
+    room = limit - running if limit else capacity
+    at_most = max(1, min(room, capacity // max(1, job.gpus)))
+    array = job.id.partition("_")[0]
+    out = []
+    for task in tasks.ids(at_most):
+        task_id = f"{array}_{task}"
+        out.append((replace(job, id=task_id), replace(info, job_id=task_id)))
+    return out
 
 
 def task_name(raw: Mapping[str, Any]) -> str | None:

@@ -50,12 +50,13 @@ class Transport(Protocol):
 
     def control(self, verb: str, job_id: str, fields: Mapping[str, str] | None = None
                 ) -> CommandResult:
-        """``update`` (with fields), ``hold``, ``release``, ``requeue``, ``requeuehold``,
+        """``update`` (with fields), ``hold``, ``uhold`` (a user hold: gpufair's own, told
+        apart from an administrator's ``hold``), ``release``, ``requeue``, ``requeuehold``,
         ``suspend``, ``resume``, ``cancel`` or ``signal`` (fields: signal)."""
         ...
 
 
-_VERBS = {"update", "hold", "release", "requeue", "requeuehold", "suspend", "resume",
+_VERBS = {"update", "hold", "uhold", "release", "requeue", "requeuehold", "suspend", "resume",
           "cancel", "signal", "top"}
 
 

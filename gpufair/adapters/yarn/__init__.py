@@ -3,7 +3,7 @@ the cluster model, and actions back as queue capacities, priorities, moves, kill
 lifetimes. See specs/yarn_rm_rest.md for the contract it is written against."""
 
 from gpufair.adapters.yarn.adapter import NotExpressible, YarnAdapter, YarnSettings
-from gpufair.adapters.yarn.client import RMClient, RMError, RMUnavailable
+from gpufair.adapters.yarn.client import RMClient, RMError, RMReplyError, RMUnavailable
 
-__all__ = ["NotExpressible", "RMClient", "RMError", "RMUnavailable", "YarnAdapter",
-           "YarnSettings"]
+__all__ = ["NotExpressible", "RMClient", "RMError", "RMReplyError", "RMUnavailable",
+           "YarnAdapter", "YarnSettings"]

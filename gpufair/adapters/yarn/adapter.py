@@ -10,7 +10,8 @@ configuration says the RM allows it, with a clear refusal otherwise:
   queue capacities through ``scheduler-conf`` (validated first) — YARN's own placement then
   gives the queue its GPUs; the started app's priority is raised so that within its queue the
   RM serves the app the plan chose; optionally the app is moved into its tenant's queue, and
-  given a lifetime (``lease_s``) after which the RM kills it: a lease.
+  given a lifetime (``lease_s``) after which the RM kills it: a lease, renewed before each
+  round while the plan keeps the app (never once the plan has preempted it).
 - ``Preempt``: kill (``PUT state KILLED`` with a diagnostic), then the tenant's share shrinks.
   YARN has no requeue: the app's framework (or its owner) submits again.
 - ``SetPriority`` (soft mode): ``PUT priority``; the RM may clamp it to the cluster or queue
@@ -22,6 +23,7 @@ configuration says the RM allows it, with a clear refusal otherwise:
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from gpufair.adapters.base import Effect, RequeueCheck
-from gpufair.adapters.yarn.client import RMClient, RMError, RMUnavailable
+from gpufair.adapters.yarn.client import RMClient, RMError, RMReplyError, RMUnavailable
 from gpufair.adapters.yarn.decode import as_float, as_int, as_list, items
-from gpufair.adapters.yarn.enforce import QueueLayout, capacities, mutation
-from gpufair.adapters.yarn.queues import queue_tree
+from gpufair.adapters.yarn.enforce import QueueLayout, capacities, capacity_keys, mutation
+from gpufair.adapters.yarn.queues import QueueTree, queue_tree
 from gpufair.adapters.yarn.translate import ACTIVE_STATES, APP_ID, YarnView, leaf, translate
 from gpufair.errors import InputError
 from gpufair.model import (
@@ -74,15 +76,15 @@ class YarnSettings:
     retries: int = setting(3, "attempts per request (reads and idempotent writes)", ge=1,
                            le=20)
     backoff_s: float = setting(0.5, "first pause between attempts (doubles)", ge=0.0, le=60.0)
-    managed_queues: tuple[str, ...] = setting((), "leaf queues gpufair schedules (their apps"
-                                              " are the jobs); empty: every queue")
+    managed_queues: tuple[str, ...] = setting((), "leaf queues whose apps gpufair schedules;"
+                                              " empty: every queue")
     tenant_from: str = setting("queue", "a tenant per leaf queue, or per user",
                                choices=("queue", "user"))
     gpu_type_attribute: str = setting("gpu_type", "node attribute naming the GPU type (else"
                                       " the node's first label, else default_gpu_type)")
     default_gpu_type: str = setting("gpu", "GPU type of nodes that name none")
-    app_tag_prefix: str = setting("", "an app tag starting with this names the job's app"
-                                  " group (the rest of the tag); empty: the first tag")
+    app_tag_prefix: str = setting("", "an app tag starting with this names the app's group"
+                                  " (the rest of the tag); empty: the first tag")
     enforce: str = setting("none", "capacity: tenants' GPU shares become CapacityScheduler"
                            " queue capacities via scheduler-conf (CS with a mutable"
                            " configuration store); none: no queue changes",
@@ -96,7 +98,9 @@ class YarnSettings:
                                     " its queue serves it first", ge=0, le=1_000_000)
     allow_move: bool = setting(False, "move a started app into its tenant's queue"
                                " (tenant_from = user)")
-    lease_s: float = setting(0.0, "lifetime given to a started app (the RM kills it then);"
+    lease_s: float = setting(0.0, "lifetime given to a started app (the RM kills it then),"
+                             " renewed before each round while the plan keeps the app once"
+                             " less than half of it is left (make it over twice round_s);"
                              " 0: none", ge=0.0, le=30 * 86400.0)
     kill_wait_s: float = setting(30.0, "how long a kill may take to show", gt=0.0)
     grant_ttl_s: float = setting(600.0, "a started app keeps its share in its queue's"
@@ -130,10 +134,13 @@ class YarnAdapter:
     mode: str = "hard"
     _granted: dict[str, tuple[str, tuple[str, ...], float]] = field(default_factory=dict)
     _killed: set[str] = field(default_factory=set)
-    _written: dict[str, str] | None = None
-    _parent_pct: float | None = None
+    _written: dict[str, dict[str, str]] | None = None   # partition → queue path → percent
+    _tree: QueueTree | None = None
     _attempts: dict[str, str] = field(default_factory=dict)
     _fresh_at: float | None = None
+    _leases: dict[str, float] = field(default_factory=dict)   # app → lifetime end gpufair set
+    _lease_renewals: int = 0
+    _lease_failures: int = 0
 
     @classmethod
     def from_settings(cls, settings: YarnSettings, *, mode: str = "hard",
@@ -219,15 +226,25 @@ class YarnAdapter:
                              managed_queues=s.managed_queues, tenant_from=s.tenant_from,
                              gpu_type_attribute=s.gpu_type_attribute,
                              default_gpu_type=s.default_gpu_type,
-                             app_tag_prefix=s.app_tag_prefix, source=self.name)
+                             app_tag_prefix=s.app_tag_prefix, source=self.name,
+                             queue_labels=self._queue_labels(nodes))
         except RMError as exc:   # refused a read (auth, ACL): no usable answer this round
             raise RMUnavailable(f"the ResourceManager refused a read: {exc}") from exc
         except InputError as exc:   # a reply that is not the documented shape
-            raise RMUnavailable(f"unreadable ResourceManager reply: {exc}") from exc
+            raise RMReplyError(f"unreadable ResourceManager reply: {exc}") from exc
         for problem in view.problems:
             log.warning("%s", problem)
         self.last_view = view
         return view
+
+    def _queue_labels(self, nodes: Any) -> dict[str, str]:
+        """Leaf queue → the partition its apps run in, read from ``/scheduler`` only when a
+        node carries a label (an unlabelled cluster has one partition: no extra request)."""
+        if not any(as_list(n.get("nodeLabels")) for n in items(nodes, "nodes", "node",
+                                                                 "yarn/nodes")):
+            return {}
+        tree = queue_tree(self.client.get("/scheduler"))
+        return {leaf(path): q.default_label for path, q in tree.queues.items()}
 
     def snapshot(self) -> ClusterState:
         if self._fresh_at is not None and self.last_view is not None \
@@ -254,7 +271,8 @@ class YarnAdapter:
         Shown as the RM shows it, a round would plan it anew and stateful policies would not
         count it as running (AFS' ``run_s``, Shockwave's tables), though its queue keeps its
         GPUs. So it is shown running on all of its GPUs: those it holds, and for the rest
-        the plan's where still free, else the lowest free; no service is counted before this
+        the plan's where still free, else the lowest free of the nodes it may use (its
+        node-label partition's); no service is counted before this
         round when it holds nothing yet (``start_s`` now) — as Slurm's released jobs are.
         When too few are free (apps gpufair does not schedule took them) it is shown as the
         RM shows it, to be planned anew. Only with ``enforce = capacity``: otherwise a start
@@ -268,7 +286,8 @@ class YarnAdapter:
             missing = job.gpus - len(job.gpus_held)
             if grant is None or missing <= 0:
                 continue
-            spare = [g for g in free if g not in taken]
+            spare = [g for g in free if g not in taken and (
+                job.allowed_nodes is None or g.rpartition(":")[0] in job.allowed_nodes)]
             extra = tuple(dict.fromkeys([g for g in grant[1] if g in spare] + spare))[:missing]
             if len(extra) == missing:
                 taken.update(extra)
@@ -288,18 +307,27 @@ class YarnAdapter:
         self._killed.clear()
 
     def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:
-        """Before each live round (never in a dry run): set the tenants' queue capacities to
-        what they hold now plus what gpufair started that YARN has not placed yet, when the
-        RM shows anything else — an admin's edit, the capacities the cluster started with, a
-        tenant whose app finished. Without this a round that plans no change would leave
-        queues free to grow into GPUs the plan gave nobody. Logged here; the list the daemon
-        counts as bypasses stays empty (no job was re-held)."""
-        if self.settings.enforce != "capacity" or self.mode != "hard":
+        """Before each live round (never in a dry run): renew the leases of the apps the
+        plan keeps, then set the tenants' queue capacities to what they hold now plus what
+        gpufair started that YARN has not placed yet, when the RM shows anything else — an
+        admin's edit, the capacities the cluster started with, a tenant whose app finished.
+        Without this a round that plans no change would leave queues free to grow into GPUs
+        the plan gave nobody. Logged here; the list the daemon counts as bypasses stays
+        empty (no job was re-held)."""
+        capacity = self.settings.enforce == "capacity"
+        if self.mode != "hard" or not (capacity or self._leases):
             return []
         try:
             view = self.view()
+        except RMUnavailable as exc:
+            log.warning("yarn: leases not renewed, queue capacities not re-asserted: %s", exc)
+            return []
+        self._fresh_at = time.monotonic()
+        self._renew_leases(view)
+        if not capacity:
+            return []
+        try:
             self._settle(view)
-            self._fresh_at = time.monotonic()
             detail = self._enforce(check_rm=True)
         except (RMUnavailable, RMError, NotExpressible, InputError) as exc:
             log.warning("yarn: queue capacities not re-asserted: %s", exc)
@@ -308,9 +336,67 @@ class YarnAdapter:
             log.info("yarn: %s (re-asserted before the round)", detail)
         return []
 
+    def adopt_started(self, app_ids: Sequence[str]) -> None:
+        """After a restart: the apps the daemon's journal shows gpufair started and has not
+        preempted since. Their leases (set by the daemon before the restart) are renewed at
+        the next round if they are still active — without this they would run out, and the
+        RM end apps the plan keeps. Apps that are gone are dropped at that round."""
+        if self.settings.lease_s > 0:
+            for app_id in app_ids:
+                self._leases.setdefault(app_id, -math.inf)   # due at once
+
+    def _renew_leases(self, view: YarnView) -> None:
+        """Give each app gpufair started with a lease a new lifetime of ``lease_s`` once
+        less than half of it is left — one request per app every ``lease_s / 2``, not every
+        round. Only apps still active and never preempted are here (a Preempt drops its app
+        at once, whether or not the kill succeeds): a lease the plan no longer backs runs
+        out, and the RM ends the app even when gpufair may not kill it (``allow_kill``
+        off). A renewal that fails is retried next round; the lease is lost only if none
+        succeeds before it ends."""
+        now = self.clock()
+        for app_id, until in list(self._leases.items()):
+            if app_id not in view.apps:          # finished, killed, or timed out
+                del self._leases[app_id]
+                continue
+            if until - now >= self.settings.lease_s / 2:
+                continue
+            try:
+                self._leases[app_id] = self._set_lifetime(app_id)
+                self._lease_renewals += 1
+            except RMError as exc:
+                self._lease_failures += 1
+                if exc.status == 404 or "state" in exc.message:   # gone meanwhile
+                    del self._leases[app_id]
+                log.warning("app %s: lease not renewed: %s", app_id, exc)
+            except RMUnavailable as exc:
+                self._lease_failures += 1
+                log.warning("app %s: lease not renewed: %s", app_id, exc)
+                return
+
+    def _set_lifetime(self, app_id: str) -> float:
+        """``PUT /apps/{id}/timeout``: the app's LIFETIME ends ``lease_s`` from now (the RM
+        kills it then); returns that end (epoch seconds)."""
+        until = self.clock() + self.settings.lease_s
+        expiry = datetime.fromtimestamp(until, tz=timezone.utc)
+        text = expiry.strftime("%Y-%m-%dT%H:%M:%S.") + f"{expiry.microsecond // 1000:03d}+0000"
+        self.client.put(f"/apps/{app_id}/timeout",
+                        {"timeout": {"type": "LIFETIME", "expiryTime": text}})
+        return until
+
     def status(self) -> dict[str, float]:
-        return {"yarn_rm_failovers": float(self.client.failovers),
-                "yarn_rm_requests": float(self.client.requests)}
+        """The RM connection and the leases, for ``/metrics`` (``gpufair_adapter_status``):
+        failovers and requests; apps under a lease, renewals and failed renewals, and the
+        soonest lease end (epoch seconds; NaN when none is known, so that no stale end
+        lingers in the gauge once the last lease is gone) — alert when it comes close to
+        now."""
+        out = {"yarn_rm_failovers": float(self.client.failovers),
+               "yarn_rm_requests": float(self.client.requests),
+               "yarn_leases": float(len(self._leases)),
+               "yarn_lease_renewals": float(self._lease_renewals),
+               "yarn_lease_failures": float(self._lease_failures)}
+        known = [t for t in self._leases.values() if math.isfinite(t)]
+        out["yarn_lease_expires_at"] = min(known) if known else math.nan
+        return out
 
     # ---- write side -----------------------------------------------------------------------
     def warn_preemptions(self, actions: Sequence[Action]) -> float:
@@ -337,6 +423,7 @@ class YarnAdapter:
             if isinstance(action, Start):
                 return ActionResult(action, True, self._start(action, job.tenant, info.queue))
             if isinstance(action, Preempt):
+                self._leases.pop(action.job_id, None)   # the plan no longer backs it
                 return ActionResult(action, True, self._kill(action.job_id))
             if isinstance(action, SetPriority):
                 return ActionResult(action, True, self._priority(action.job_id,
@@ -377,12 +464,10 @@ class YarnAdapter:
             log.info("yarn: enforce = none: start of %s only raises its priority",
                      action.job_id)
         if s.lease_s > 0:
-            expiry = datetime.fromtimestamp(self.clock() + s.lease_s, tz=timezone.utc)
-            text = expiry.strftime("%Y-%m-%dT%H:%M:%S.") + f"{expiry.microsecond // 1000:03d}" \
-                + "+0000"
-            self.client.put(f"/apps/{action.job_id}/timeout",
-                            {"timeout": {"type": "LIFETIME", "expiryTime": text}})
-            done.append(f"lease until {text}")
+            until = self._set_lifetime(action.job_id)
+            self._leases[action.job_id] = until
+            done.append("lease until " + datetime.fromtimestamp(until, tz=timezone.utc)
+                        .strftime("%Y-%m-%dT%H:%M:%S+0000"))
         return ", ".join(done) or "nothing to do (enforce = none, priorities off)"
 
     def _kill(self, app_id: str) -> str:
@@ -418,28 +503,78 @@ class YarnAdapter:
         return f"priority {kept}"
 
     # ---- queue capacities -----------------------------------------------------------------
-    def shares(self) -> dict[str, int]:
-        """Each managed tenant's GPUs this round: what its running apps hold (apps killed
-        this round excepted) plus what gpufair started since the snapshot."""
+    def shares(self) -> dict[str, dict[str, int]]:
+        """Each managed tenant's GPUs this round, per partition that holds GPU nodes ("" the
+        default one): what its running apps hold (apps killed this round excepted) plus
+        what gpufair started since the snapshot, each GPU counted in its node's partition."""
         assert self.last_view is not None
-        out = {leaf(q): 0 for q in self.settings.managed_queues}
+        part_of = self.last_view.partition_of
+        out = {p: {leaf(q): 0 for q in self.settings.managed_queues}
+               for p in sorted(set(part_of.values()))}
+
+        def count(tenant: str, gpu: str) -> None:
+            row = out.setdefault(part_of.get(gpu.rpartition(":")[0], ""), {})
+            row[tenant] = row.get(tenant, 0) + 1
+
         for job in self.last_view.state.jobs:
             if job.state is JobState.RUNNING and job.id not in self._killed \
                     and job.id not in self._granted:
-                out[job.tenant] = out.get(job.tenant, 0) + len(job.gpus_held)
+                for gpu in job.gpus_held:
+                    count(job.tenant, gpu)
         for tenant, gpus, _ in self._granted.values():
-            out[tenant] = out.get(tenant, 0) + len(gpus)
+            for gpu in gpus:
+                count(tenant, gpu)
         return out
+
+    def _capacities(self) -> dict[str, dict[str, str]]:
+        """The capacities that carry this round's shares: partition → queue path → percent.
+
+        A labelled partition is enforced only when a managed queue may use it; there the
+        rest queue must be able to use it too (siblings' capacities on a label sum to 100),
+        and only the queues that may use it get a capacity on it — a dedicated-VC queue keeps
+        its 0 on the default partition and gets its share on its own."""
+        assert self.last_view is not None and self._tree is not None
+        s = self.settings
+        parent = self._tree.queues[s.parent_queue]
+        totals: dict[str, int] = {}
+        for node in self.last_view.state.nodes:
+            part = self.last_view.partition_of.get(node.name, "")
+            totals[part] = totals.get(part, 0) + node.gpus
+        out: dict[str, dict[str, str]] = {}
+        for part, shares in sorted(self.shares().items()):
+            users = {t: n for t, n in shares.items()
+                     if self._can_use(f"{s.parent_queue}.{t}", part)}
+            if part and not users:
+                continue                      # GPUs no managed queue may use: not ours
+            where = f"partition {part!r}" if part else "the default partition"
+            stray = sorted(t for t, n in shares.items() if n and t not in users)
+            if stray:   # a non-exclusive label lent them idle nodes: no capacity governs that
+                log.warning("yarn: queues of %s hold GPUs of %s they may not be given"
+                            " (accessible-node-labels): left out of its capacities",
+                            ", ".join(stray), where)
+            if not self._can_use(str(s.rest_queue), part):
+                raise NotExpressible(f"rest_queue {s.rest_queue} may not use {where}"
+                                     f" ({totals.get(part, 0)} GPUs): add it to its"
+                                     " accessible-node-labels, the capacities on a label must"
+                                     " sum to 100")
+            if parent.share(part) <= 0:
+                raise NotExpressible(f"parent_queue {s.parent_queue} has no capacity on"
+                                     f" {where} ({totals.get(part, 0)} GPUs)")
+            layout = QueueLayout(s.parent_queue, str(s.rest_queue), parent.share(part))
+            out[part] = capacities(users, totals.get(part, 0), layout)
+        return out
+
+    def _can_use(self, path: str, partition: str) -> bool:
+        assert self._tree is not None
+        queue = self._tree.queues.get(path)
+        return queue is not None and queue.can_use(partition)
 
     def _enforce(self, *, check_rm: bool = False) -> str:
         """Write the shares as capacities unless they are what was last written (or, with
         ``check_rm``, what the RM's configuration holds now)."""
         assert self.last_view is not None
-        parent_pct = self._preflight()
-        total = sum(n.gpus for n in self.last_view.state.nodes)
-        layout = QueueLayout(self.settings.parent_queue, str(self.settings.rest_queue),
-                             parent_pct)
-        caps = capacities(self.shares(), total, layout)
+        self._preflight()
+        caps = self._capacities()
         if check_rm:
             self._written = self._rm_capacities(caps)
         if caps == self._written:
@@ -456,34 +591,41 @@ class YarnAdapter:
                               ) from exc
         self.client.put("/scheduler-conf", body)
         self._written = caps
-        return "capacities " + ", ".join(f"{leaf(q)}={v}%" for q, v in sorted(caps.items()))
+        return "capacities " + ", ".join(
+            f"{leaf(q)}{'@' + part if part else ''}={v}%"
+            for part, by_queue in sorted(caps.items()) for q, v in sorted(by_queue.items()))
 
-    def _rm_capacities(self, caps: Mapping[str, str]) -> dict[str, str] | None:
-        """The RM's capacities of the queues in ``caps``, in ``caps``' spelling where they
-        are equal (so a dict compares equal when nothing differs), or None when any queue's
-        capacity and maximum-capacity differ from each other (a tenant may then grow)."""
+    def _rm_capacities(self, caps: Mapping[str, Mapping[str, str]]
+                       ) -> dict[str, dict[str, str]] | None:
+        """The RM's capacities of the queues and partitions in ``caps``, in ``caps``'
+        spelling where they are equal (so a dict compares equal when nothing differs), or
+        None when any queue's capacity and maximum-capacity differ from each other (a tenant
+        may then grow)."""
         doc = self.client.get("/scheduler-conf")
         props = {str(p.get("name")): p.get("value")
                  for p in as_list(doc.get("property") if isinstance(doc, Mapping) else None)
                  if isinstance(p, Mapping)}
-        out: dict[str, str] = {}
-        for path, want in caps.items():
-            got = props.get(f"yarn.scheduler.capacity.{path}.capacity")
-            top = props.get(f"yarn.scheduler.capacity.{path}.maximum-capacity")
-            if got is None or top is None or as_float(got, -1.0) != as_float(top, -2.0):
-                return None
-            out[path] = want if abs(as_float(got) - float(want)) < 1e-9 else str(got)
+        out: dict[str, dict[str, str]] = {}
+        for part, by_queue in caps.items():
+            cap_key, max_key = capacity_keys(part)
+            row = out.setdefault(part, {})
+            for path, want in by_queue.items():
+                got = props.get(f"yarn.scheduler.capacity.{path}.{cap_key}")
+                top = props.get(f"yarn.scheduler.capacity.{path}.{max_key}")
+                if got is None or top is None or as_float(got, -1.0) != as_float(top, -2.0):
+                    return None
+                row[path] = want if abs(as_float(got) - float(want)) < 1e-9 else str(got)
         return out
 
-    def _preflight(self) -> float:
+    def _preflight(self) -> QueueTree:
         """Whether this RM lets queue capacities carry the shares, checked once before the
-        first write; returns the parent queue's share of the cluster (percent).
+        first write; returns its queue tree (the parent's share of each partition).
 
         Clear refusals: not a CapacityScheduler (FairScheduler has no mutation API), a
         managed or rest queue that is not a leaf under ``parent_queue``, a configuration
         store that is not mutable, a user that is not a YARN admin."""
-        if self._parent_pct is not None:
-            return self._parent_pct
+        if self._tree is not None:
+            return self._tree
         s = self.settings
         tree = queue_tree(self.client.get("/scheduler"))
         if tree.scheduler != "capacityScheduler":
@@ -514,8 +656,8 @@ class YarnAdapter:
                 raise NotExpressible("scheduler-conf needs a YARN admin (yarn.admin.acl);"
                                      f" the RM answered: {exc.message}") from exc
             raise
-        self._parent_pct = parent.absolute_capacity
-        return self._parent_pct
+        self._tree = tree
+        return tree
 
     # ---- idempotence ----------------------------------------------------------------------
     def check(self, action: Action) -> Effect:

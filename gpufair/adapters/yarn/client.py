@@ -44,6 +44,13 @@ class RMUnavailable(Unavailable):
     """No ResourceManager answered usefully after the retries (down, or failing over)."""
 
 
+class RMReplyError(RMUnavailable):
+    """The RM answered, in a shape this adapter cannot read (a GPU field it does not know, a
+    node record in no known shape). For the daemon it is like an RM that is down — no usable
+    answer, the round is skipped — but a one-off command reports it as bad input (exit 2):
+    waiting will not fix it."""
+
+
 class RMError(RuntimeError):
     """The RM answered and refused: status, the exception class (or None for a plain-text
     answer), and its message."""

@@ -11,7 +11,8 @@ every reader of an RM reply goes through these helpers so that each quirk is han
   (``{"entry":{..},"entry":{..}}``): :func:`loads` keeps every repetition, :func:`entries`
   reads every form into a dict;
 - resources are ``{"memory","vCores","resourceInformations":{"resourceInformation":[...]}}``
-  with extended types (``yarn.io/gpu``) only inside the list: :func:`resource_amount`.
+  with extended types (``yarn.io/gpu``) only inside the list, or, on Hadoop-AI, a ``GPUs``
+  count beside ``memory`` and ``vCores``: :func:`resource_amount`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from typing import Any
 from gpufair.errors import InputError
 
 GPU = "yarn.io/gpu"
+#: What a GPU is published as: YARN's own GPU plugin (3.1+), and the NVIDIA plugin of the
+#: pluggable device framework (3.3+, ``nvidia.com/gpu``); a node has one or the other.
+GPU_TYPES = (GPU, "nvidia.com/gpu")
 
 
 class Repeated(list):
@@ -117,21 +121,34 @@ def resource_amount(resource: Any, name: str) -> int:
     """How much of resource type ``name`` a ResourceInfo object holds (0 when absent).
 
     ``memory-mb``/``vcores`` fall back to the top-level ``memory``/``vCores`` of 2.x shapes;
-    every other type exists only in ``resourceInformations``."""
+    every other type exists only in ``resourceInformations``. ``yarn.io/gpu`` stands for a
+    GPU however published (:data:`GPU_TYPES`, and Hadoop-AI's ``GPUs``)."""
     if not isinstance(resource, Mapping):
         return 0
     infos = resource.get("resourceInformations")
+    names = GPU_TYPES if name == GPU else (name,)
     if isinstance(infos, Mapping):
-        for item in as_list(infos.get("resourceInformation")):
-            if isinstance(item, Mapping) and item.get("name") == name:
-                return max(0, as_int(item.get("value")))
+        listed = {str(item.get("name")): item for item in as_list(infos.get("resourceInformation"))
+                  if isinstance(item, Mapping)}
+        for wanted in names:
+            if wanted in listed:
+                return max(0, as_int(listed[wanted].get("value")))
     if name == GPU and name in resource:   # a flat form some clients and forks send
         return max(0, as_int(resource.get(name)))
+    if name == GPU and "GPUs" in resource:  # Hadoop-AI (OpenPAI's 2.9 fork): in every object
+        return max(0, as_int(resource.get("GPUs")))
     if name == "memory-mb":
         return max(0, as_int(resource.get("memory")))
     if name == "vcores":
         return max(0, as_int(resource.get("vCores", resource.get("virtualCores"))))
     return 0
+
+
+def partition_name(value: Any) -> str:
+    """A node-label partition as the RM names it: ``""``, missing or ``<DEFAULT_PARTITION>``
+    (what some RMs print for an unset label expression) are the default partition, ``""``."""
+    text = str(value or "").strip()
+    return "" if text == "<DEFAULT_PARTITION>" else text
 
 
 def unwrap(doc: Any, key: str, source: str) -> Any:

@@ -3,7 +3,9 @@
 YARN will not start an app on GPUs an outside arbiter picks (specs/yarn_rm_rest.md §9): the
 REST-only lever is the queue quota. Each tenant is a leaf queue under one parent; a share of
 N of the cluster's G GPUs becomes ``capacity = maximum-capacity = 100·N/G`` percent of the
-parent (scaled by the parent's own absolute capacity), and one *rest* queue under the same
+parent (scaled by the parent's own absolute capacity) — per node-label partition when GPU
+nodes sit in labelled partitions (N and G counted in that partition, the per-label keys of
+:func:`capacity_keys`) — and one *rest* queue under the same
 parent takes what is left, because CS requires siblings' capacities to sum to 100. With
 ``maximum-capacity`` equal to ``capacity`` a tenant cannot grow into idle GPUs the plan gave
 nobody, so the RM's own placement converges to the plan's shares. (The DominantResource
@@ -73,10 +75,26 @@ def _text(value: Decimal) -> str:
     return text if text not in ("-0", "") else "0"
 
 
-def mutation(caps: Mapping[str, str]) -> dict:
-    """The ``sched-conf`` body: capacity and maximum-capacity of every queue, one request."""
-    return {"update-queue": [
-        {"queue-name": path,
-         "params": {"entry": [{"key": "capacity", "value": value},
-                              {"key": "maximum-capacity", "value": value}]}}
-        for path, value in sorted(caps.items())]}
+def capacity_keys(partition: str) -> tuple[str, str]:
+    """The queue properties that hold a queue's capacity and maximum capacity on a partition:
+    ``capacity`` for the default one; on a node-label partition
+    ``accessible-node-labels.<label>.capacity`` (CapacityScheduler's documented per-label
+    keys) — the plain ones would leave the labelled GPUs to the old capacities."""
+    if not partition:
+        return "capacity", "maximum-capacity"
+    key = f"accessible-node-labels.{partition}"
+    return f"{key}.capacity", f"{key}.maximum-capacity"
+
+
+def mutation(caps: Mapping[str, Mapping[str, str]]) -> dict:
+    """The ``sched-conf`` body for ``caps`` (partition → queue path → percent): capacity and
+    maximum-capacity of every queue on every partition given, one update per queue, one
+    request (the RM applies it whole or not at all)."""
+    params: dict[str, list[dict[str, str]]] = {}
+    for partition, by_queue in sorted(caps.items()):
+        cap_key, max_key = capacity_keys(partition)
+        for path, value in sorted(by_queue.items()):
+            params.setdefault(path, []).extend([{"key": cap_key, "value": value},
+                                                {"key": max_key, "value": value}])
+    return {"update-queue": [{"queue-name": path, "params": {"entry": entries}}
+                             for path, entries in sorted(params.items())]}

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufair.model import Assignment, ClusterState, Job, Plan
@@ -84,6 +84,11 @@ class ThemisOptions:
     slowdown_per_model: Mapping[str, Mapping[str, float]] = setting(
         {}, "model -> (placement level -> S)")
     keep_log: bool = setting(False, "keep a RoundLog per auction (tests, analysis)")
+    lengths: str = setting(
+        "known", "known: each job's total iterations are known (the THEMIS paper's "
+        "hyper-parameter apps); attained: they are not, and a job is taken to need as much "
+        "again as it has done (the length-unaware Themis the AFS paper compares against)",
+        choices=("known", "attained"))
 
 
 @dataclass
@@ -150,6 +155,8 @@ class ThemisPolicy(PolicyBase):
     def schedule(self, state: ClusterState, now: float) -> Plan:
         topology = Topology.of(state)
         active = list(state.active_jobs())
+        if self.settings.lengths == "attained":
+            active = [_length_unknown(j) for j in active]
         apps: dict[str, list[Job]] = {}
         for job in active:
             apps.setdefault(app_key(job), []).append(job)
@@ -354,3 +361,12 @@ class _FreePool:
             while self.free[m] and len(gpus) < job.gpus:
                 gpus.append(self.free[m].pop(0))
         return tuple(gpus)
+
+
+def _length_unknown(job: Job) -> Job:
+    """The job as a length-unaware scheduler sees it: no total, so the agent's estimates
+    fall back on the work already done (``agent.iterations_left``)."""
+    if job.progress.iterations_total is None:
+        return job
+    return replace(job, progress=replace(job.progress, iterations_total=None,
+                                         epochs_total=None))
