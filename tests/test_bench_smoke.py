@@ -47,6 +47,8 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "mutation.py": (["--list"], "gpufair/core/guards.py"),
     "paper_claims.py": (["--tiny", "--time-limit", "20"], "| Gandiva_fair | trading gain"),
     "planted_bugs.py": (["cap_ceil"], "1 of 1 caught by unit tests"),
+    "replay_speed.py": (["--lines", "2000", "--history", "helios_dirlab_1k", "--jobs", "40",
+                         "--policies", "fifo", "--time-limit", "30"], "| fifo | "),
     "scale.py": (["--sizes", "30/8", "--policies", "fifo,las", "--skip-round",
                   "--time-limit", "10"], "| 30 jobs / 8 GPUs |"),
     "shockwave_certify.py": (["--cases", "30/8:clean", "--no-exact", "--loss-size", ""],

@@ -13,7 +13,18 @@ from pathlib import Path
 from typing import NoReturn
 
 import gpufair
-from gpufair.cli import admin, dry_run, explain, profile, report, shadow, simulate, slurm, sweep
+from gpufair.cli import (
+    admin,
+    dry_run,
+    explain,
+    profile,
+    replay,
+    report,
+    shadow,
+    simulate,
+    slurm,
+    sweep,
+)
 from gpufair.cli import config as config_cli
 from gpufair.errors import EXIT_INPUT, InputError, RefusedToStart
 
@@ -61,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log at INFO (solver fallbacks, skipped inputs) on stderr")
     parser.add_argument("--version", action="version", version=f"gpufair {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (simulate, config_cli, profile, slurm, dry_run, explain, shadow, admin,
-                  sweep, report):
+    for group in (simulate, replay, config_cli, profile, slurm, dry_run, explain, shadow,
+                  admin, sweep, report):
         group.add_parsers(sub)
     for command in every_parser(parser):
         command.formatter_class = HelpWithDefaults

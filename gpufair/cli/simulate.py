@@ -23,27 +23,27 @@ _PARTIAL_HELP = ("exit status 3: --time-limit ran out before the trace finished;
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     sim = sub.add_parser("simulate", help="simulate one policy on a trace and print metrics",
                          epilog=f"{_PARTIAL_HELP}\n\n{listing()}")
-    _sim_args(sim)
+    sim_arguments(sim)
     sim.add_argument("--policy", default="max_min",
                      help=f"one of {', '.join(available_policies())}")
     sim.set_defaults(func=lambda args: run_policies(args, [args.policy]))
     cmp_ = sub.add_parser("compare", help="simulate several policies, one table",
                           epilog=f"{_PARTIAL_HELP}\n\n{listing()}")
-    _sim_args(cmp_)
+    sim_arguments(cmp_)
     cmp_.add_argument("--policies", default="fifo,srtf,las,max_min,max_sum_throughput",
                       help="comma-separated policy names")
     cmp_.set_defaults(func=lambda args: run_policies(
         args, [p.strip() for p in args.policies.split(",") if p.strip()]))
 
 
-def _sim_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--trace", help="trace file (Shockwave 12-col, Gavel 10-col or MSR "
-                        "7-col), or a bundled trace's name (below); default: the bundled "
-                        "demo trace")
-    parser.add_argument("--throughputs", help="throughputs JSON, or a bundled one's name; "
-                        "default: tacc_throughputs_v100")
+def sim_arguments(parser: argparse.ArgumentParser, *, trace: bool = True) -> None:
+    """The options of a simulation; ``trace`` False: without those of a trace file (the
+    trace, its throughputs, elastic jobs), for ``replay``, whose history is the trace."""
+    if trace:
+        _trace_arguments(parser)
     parser.add_argument("--cluster", help="e.g. v100:32 or v100:8,p100:8,k80:8 or 32:0:0 "
-                        "(default v100:16 for the demo, v100:32 with --trace)")
+                        + ("(default v100:16 for the demo, v100:32 with --trace)" if trace else
+                           "(default: each GPU type's peak concurrent use in the history)"))
     parser.add_argument("--gpus-per-server", help="N, or TYPE:N,... (default 1)")
     parser.add_argument("--round", type=float, default=DEFAULT_ROUND_S, dest="round_s",
                         help=f"round length in seconds (default {DEFAULT_ROUND_S:g})")
@@ -54,15 +54,6 @@ def _sim_args(parser: argparse.ArgumentParser) -> None:
                         "compare with their recorded results; clean: without its accidents")
     parser.add_argument("--config", help="gpufair.toml, or a policy's JSON options file "
                         "(or a bundled one's name)")
-    parser.add_argument("--elastic", action="store_true",
-                        help="trace jobs are elastic: each may run on 1 up to its scale factor "
-                        "of GPUs (measured counts only) and be resized (clean semantics)")
-    parser.add_argument("--resize-overhead", type=float, metavar="S", dest="resize_overhead_s",
-                        help="seconds of no progress per resize with --elastic (default: the "
-                        "restart overhead, 20 s: a restart from a checkpoint)")
-    parser.add_argument("--elastic-max", type=int, metavar="N", dest="elastic_max",
-                        help="with --elastic: jobs may grow to N GPUs when N is above their "
-                        "scale factor (the AFS paper lets jobs grow to their model's peak)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per policy")
     parser.add_argument("--time-limit", type=_seconds, metavar="S", dest="time_limit_s",
                         help="wall seconds per policy; when they run out the simulation stops, "
@@ -77,15 +68,28 @@ def _sim_args(parser: argparse.ArgumentParser) -> None:
                         " when stdout is a terminal, and never with --json)")
 
 
+def _trace_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trace", help="trace file (Shockwave 12-col, Gavel 10-col or MSR "
+                        "7-col), or a bundled trace's name (below); default: the bundled "
+                        "demo trace")
+    parser.add_argument("--throughputs", help="throughputs JSON, or a bundled one's name; "
+                        "default: tacc_throughputs_v100")
+    parser.add_argument("--elastic", action="store_true",
+                        help="trace jobs are elastic: each may run on 1 up to its scale factor "
+                        "of GPUs (measured counts only) and be resized (clean semantics)")
+    parser.add_argument("--resize-overhead", type=float, metavar="S", dest="resize_overhead_s",
+                        help="seconds of no progress per resize with --elastic (default: the "
+                        "restart overhead, 20 s: a restart from a checkpoint)")
+    parser.add_argument("--elastic-max", type=int, metavar="N", dest="elastic_max",
+                        help="with --elastic: jobs may grow to N GPUs when N is above their "
+                        "scale factor (the AFS paper lets jobs grow to their model's peak)")
+
+
 def run_policies(args: argparse.Namespace, names: list[str]) -> int:
     if not names:
         raise InputError("--policies", "name at least one policy (comma-separated)",
                          field="policies", value=args.policies)
-    for option, value in (("cluster", args.cluster), ("gpus_per_server",
-                                                      args.gpus_per_server)):
-        if value is not None and not value.strip():   # "" would quietly mean the default
-            raise InputError(f"--{option.replace('_', '-')}", "must not be empty",
-                             field=option, value=value)
+    refuse_empty_cluster(args)
     reports = []
     capture = args.out is not None or args.report is not None
     for name in names:
@@ -105,6 +109,15 @@ def run_policies(args: argparse.Namespace, names: list[str]) -> int:
     if capture:
         write_results(args, spec, reports)
     return EXIT_PARTIAL if any(r.partial for r in reports) else 0
+
+
+def refuse_empty_cluster(args: argparse.Namespace) -> None:
+    """``--cluster ''`` or ``--gpus-per-server ''`` would quietly mean the default."""
+    for option, value in (("cluster", args.cluster), ("gpus_per_server",
+                                                      args.gpus_per_server)):
+        if value is not None and not value.strip():
+            raise InputError(f"--{option.replace('_', '-')}", "must not be empty",
+                             field=option, value=value)
 
 
 def write_results(args: argparse.Namespace, spec: SimulationSpec,

@@ -129,7 +129,8 @@ def build_simulator(spec: SimulationSpec, *, capture: bool = False) -> TraceSimu
 
 
 def simulate(spec: SimulationSpec, *, progress: bool | None = None,
-             time_limit_s: float | None = None, capture: bool = False) -> SimulationReport:
+             time_limit_s: float | None = None, capture: bool = False,
+             simulator: TraceSimulator | None = None) -> SimulationReport:
     """Simulate ``spec``; ``progress`` None shows a bar (on stderr) only when both stdout and
     stderr are terminals: a user watching, not a script reading the output.
 
@@ -138,9 +139,13 @@ def simulate(spec: SimulationSpec, *, progress: bool | None = None,
     a long run then always leaves its numbers behind.
 
     ``capture``: also keep what the run did, job by job and round by round (``--out``);
-    the decisions and the metrics are the same with or without it."""
+    the decisions and the metrics are the same with or without it.
+
+    ``simulator``: one built by the caller (a replayed history's trace, which is no file) in
+    place of the one ``spec`` names (``capture`` is then the caller's to set on it); the
+    caller keeps it to read its jobs after the run."""
     started = time.perf_counter()
-    sim = build_simulator(spec, capture=capture)
+    sim = build_simulator(spec, capture=capture) if simulator is None else simulator
     semantics = sim.semantics
     config = load_config(spec.config)
     if spec.policy_options is not None:

@@ -45,6 +45,8 @@ CATALOGUE: tuple[Bundled, ...] = (
             "Gavel's simulator oracle for v100, p100, k80"),
     Bundled("tacc_32gpus.json", "config",
             "Shockwave's options for its canonical trace (--policy shockwave)"),
+    Bundled("helios_dirlab_1k.csv", "history",
+            "1,000 real Helios GPU-cluster jobs (SenseTime 2020), for gpufair replay"),
     Bundled("artifact_results.json", "results",
             "the Shockwave artifact's recorded results on the canonical trace"),
 )

@@ -287,12 +287,14 @@ class TraceSimulator:
         return ""
 
     def _start(self, job: SimJob, gpus: tuple[str, ...], moved: bool) -> None:
-        if job.start_s is None:
+        first = job.start_s is None
+        if first:
             job.start_s = self.now
         elif not job.held and not moved:
             job.restarts += 1
         job.held = gpus
-        if not self.semantics.restart_overhead_full_rounds_only:
+        if not self.semantics.restart_overhead_full_rounds_only and \
+                (self.semantics.first_start_overhead or not first):
             job.overhead_left_s = self.semantics.restart_overhead_s
 
     def _rate(self, job: SimJob, gpu_type: str, count: int) -> float:
@@ -344,7 +346,8 @@ class TraceSimulator:
         life filled in once: running jobs get a new record at every event, and looking
         these up again was much of its cost. :meth:`_make_record` sets the others."""
         return dict(vars(Job(
-            id=job.id, gpus=job.sf, min_gpus=job.min_gpus, max_gpus=job.max_gpus,
+            id=job.id, tenant=job.trace.tenant, gpus=job.sf, min_gpus=job.min_gpus,
+            max_gpus=job.max_gpus,
             arrival_s=job.arrival_s, model=job.model,
             initial_batch_size=job.b0, adaptation=job.mode,
             samples_per_epoch=SAMPLES_PER_EPOCH.get(job.model),

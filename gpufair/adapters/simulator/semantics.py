@@ -7,7 +7,7 @@ code rather than of the problem. The README lists the switches.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpufair.errors import InputError
 
@@ -40,6 +40,9 @@ class Semantics:
     # solver for the allocation LPs: the artifacts' ECOS, whose interior (non-vertex) points
     # decide the round mechanism's order; gpufair's own choice (Gurobi/HiGHS) otherwise
     lp_backend: str
+    # a job's first start costs the restart overhead too (a trace's work excludes start-up);
+    # False for a replayed history, whose run times already include the jobs' start-up
+    first_start_overhead: bool = True
 
 
 ARTIFACT = Semantics(
@@ -58,6 +61,12 @@ CLEAN = Semantics(
 )
 SEMANTICS = {s.name: s for s in (ARTIFACT, CLEAN)}
 MAX_FAILED_ROUNDS = 5
+
+
+def for_history(semantics: Semantics) -> Semantics:
+    """``semantics`` for a replayed history: a job's recorded run time already holds its
+    start-up, so only a restart (after a preemption or a move) costs the overhead."""
+    return replace(semantics, name=f"{semantics.name}-history", first_start_overhead=False)
 
 
 def semantics_named(name: str) -> Semantics:

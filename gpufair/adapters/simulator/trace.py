@@ -32,6 +32,9 @@ class TraceJob:
     duration_s: float | None = None
     line: int = 0
     source: str = "<trace>"   # the file, so that later checks can name it
+    #: who the job belongs to (a replayed history's account, user, ...); the trace formats
+    #: have no such column, so their jobs all share one tenant, as the artifacts' do
+    tenant: str = "default"
 
     @property
     def model(self) -> str:
