@@ -143,11 +143,16 @@ class CliTransport:
                                            decode(proc.stderr))
 
     def _read(self, argv: Sequence[str], key: str) -> dict[str, Any]:
+        return _parse_document(self.read_text(argv), " ".join(argv), key)
+
+    def read_text(self, argv: Sequence[str]) -> str:
+        """The standard output of a read-only command (``sacct``); TransportError when it
+        does not answer, cannot run or exits non-zero (stderr says why)."""
         proc = self._run(argv)
         if proc.returncode != 0:
-            raise TransportError(f"{' '.join(argv)}: exit {proc.returncode}: "
+            raise TransportError(f"{' '.join(argv)[:200]}: exit {proc.returncode}: "
                                  f"{proc.stderr.strip()[:300]}")
-        return _parse_document(proc.stdout, " ".join(argv), key)
+        return proc.stdout
 
     def read_jobs(self) -> dict[str, Any]:
         return self._read(["squeue", "--all", "--states=all", "--json"], "jobs")
