@@ -168,6 +168,9 @@ class Job:
     allowed_nodes: tuple[str, ...] | None = None
     nodes: int | None = None
     gpu_types: tuple[str, ...] | None = None
+    # the wall time the resource manager gives the job before it kills it (Slurm's
+    # Timelimit), where known: what a backfill scheduler plans with; None: not known
+    time_limit_s: float | None = None
 
     def placement_problem(self, gpu_ids: tuple[str, ...], type_of: Mapping[str, str]
                           ) -> str | None:

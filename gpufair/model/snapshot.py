@@ -183,6 +183,7 @@ _JOB_FIELDS: dict[str, Callable[[Any], Any]] = {
     "allowed_nodes": _optional(tuple), "gpu_types": _optional(tuple),
     "gpus_held": _held, "samples_per_epoch": _optional(int), "max_batch_size": _optional(int),
     "batch_rates": lambda pairs: tuple((int(b), float(r)) for b, r in pairs),
+    "time_limit_s": _optional(float),
 }
 
 
