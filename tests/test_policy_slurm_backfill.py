@@ -103,12 +103,17 @@ def test_the_reservation_follows_the_running_jobs_between_rounds():
 
 
 def test_a_job_past_its_limit_frees_its_gpus_any_moment():
-    # r's limit ended at t=100 but it still runs at t=150 (Slurm's OverTimeLimit): the
-    # shadow time is now, so only a job that fits outside the head's GPUs may start
+    # r's limit ended at t=100 but it still runs at t=150 (Slurm's OverTimeLimit): the head
+    # h is reserved for the next instant on all of n1, so b may not take n1's free GPUs even
+    # for a second, but may take n2's
     nodes = (Node("n1", "v100", 4), Node("n2", "v100", 2))
-    snap = state(150.0, job("r", 4, held=tuple(f"n1:{i}" for i in range(4)), start=0.0),
-                 job("h", 4, arrival=1.0), job("b", 2, arrival=2.0, limit=1.0), nodes=nodes)
+    overdue = job("r", 2, held=("n1:0", "n1:1"), start=0.0, limit=100.0)
+    snap = state(150.0, overdue, job("h", 4, arrival=1.0, nodes=1),
+                 job("b", 2, arrival=2.0, limit=1.0), nodes=nodes)
     assert started(policy(), snap) == {"b": ("n2:0", "n2:1")}
+    snap = state(150.0, overdue, job("h", 4, arrival=1.0), job("b", 2, arrival=2.0, limit=1.0),
+                 nodes=(Node("n1", "v100", 4),))
+    assert started(policy(), snap) == {}
 
 
 def test_a_job_without_time_limit_gets_the_default():
@@ -141,3 +146,47 @@ def test_running_jobs_are_never_preempted():
                           arrival=9.0), job("early", 4, arrival=1.0))
     plan = policy().schedule(snap, 0.0)
     assert {a.job_id for a in plan.assignments} == {"late"}
+
+
+def test_a_one_node_gang_takes_the_first_node_with_room_of_any_type():
+    # Slurm walks its nodes in order whatever their type: k1 comes before v2
+    nodes = (Node("v1", "v100", 4), Node("k1", "k80", 4), Node("v2", "v100", 4))
+    snap = state(0.0, job("r", 4, held=tuple(f"v1:{i}" for i in range(4)), start=0.0),
+                 job("any", 2, arrival=1.0, types=("v100", "k80")), nodes=nodes)
+    assert started(policy(), snap) == {"any": ("k1:0", "k1:1")}
+
+
+def test_more_reservations_protect_later_waiting_jobs_too():
+    # h1 is reserved all of n1 at t=100; h2 (one node, 2 GPUs) can first run on n2 at t=50.
+    # EASY reserves for h1 only, so b takes n2's free GPU now and delays h2; with a
+    # reservation for every waiting job (conservative backfill, Slurm's way) b waits
+    nodes = (Node("n1", "v100", 4), Node("n2", "v100", 2))
+    snap = state(0.0, job("r1", 2, held=("n1:0", "n1:1"), start=0.0, limit=100.0),
+                 job("r2", 1, held=("n2:0",), start=0.0, limit=50.0),
+                 job("h1", 4, arrival=1.0, nodes=1), job("h2", 2, arrival=2.0, nodes=1,
+                                                          limit=1000.0),
+                 job("b", 1, arrival=3.0, limit=1000.0), nodes=nodes)
+    assert started(policy(), snap) == {"b": ("n2:1",)}
+    assert started(policy(reservations=0), snap) == {}
+    assert started(policy(reservations=2), snap) == {}
+
+
+def test_whole_node_reservations_keep_the_rest_of_the_node_too():
+    # h (3 GPUs on one node) is reserved n2:0-2 from t=50; n2:3 is free now. GPU-level
+    # reservations let a long 1-GPU job take it; Slurm's per-node map does not
+    nodes = (Node("n1", "v100", 4), Node("n2", "v100", 4))
+    snap = state(0.0, job("r1", 4, held=tuple(f"n1:{i}" for i in range(4)), start=0.0),
+                 job("r2", 3, held=("n2:0", "n2:1", "n2:2"), start=0.0, limit=50.0),
+                 job("h", 3, arrival=1.0, nodes=1),
+                 job("b", 1, arrival=2.0, limit=1000.0), nodes=nodes)
+    assert started(policy(), snap) == {"b": ("n2:3",)}
+    assert started(policy(whole_nodes=True), snap) == {}
+
+
+def test_a_resolution_moves_reservations_to_its_multiples():
+    # h is reserved all of n1 at t=100; b would end at 70, before it, but with a 60-s
+    # resolution (Slurm's bf_resolution) the reservation starts at 60, and b would overlap
+    snap = state(0.0, job("r", 2, held=("n1:0", "n1:1"), start=0.0, limit=100.0),
+                 job("h", 4, arrival=1.0), job("b", 2, arrival=2.0, limit=70.0))
+    assert started(policy(), snap) == {"b": ("n1:2", "n1:3")}
+    assert started(policy(resolution_s=60.0), snap) == {}

@@ -3,26 +3,32 @@ policies can be compared with the resource manager's own behaviour in the same s
 
 Priority is submission order (Slurm's multifactor priority with no weights but the
 partition's, the loopback cluster's and many sites' setting: ties go to the older job id).
-Jobs start in that order while they fit. The first job that does not fit (the head) gets a
-reservation: the earliest time (the *shadow time*) at which enough GPUs will be free for it
-if every running job runs to its time limit, on the GPUs it would then take. A later job
-starts now (is backfilled) only if it fits now and either ends, by its own time limit,
-before the shadow time, or leaves the head job's reserved GPUs alone. So the head job's
-reservation is never delayed (EASY backfill: only the head has one). Running jobs are never
-preempted, moved or resized.
+Jobs start in that order while they fit. A job that does not fit gets a *reservation*: the
+earliest time at which enough GPUs are free for it if every running job runs to its time
+limit (and no earlier reservation is disturbed), on the GPUs it would take then. A later job
+starts now (is backfilled) only if it fits now on GPUs that no reservation holds before its
+own time limit ends: it either ends before the reservations start, or leaves their GPUs alone.
+So a reserved start is never delayed. Running jobs are never preempted, moved or resized.
+
+``reservations`` says how many waiting jobs get one: 1 (the default) is EASY backfill, the
+head of the queue only; 0 is every waiting job (conservative backfill), which is what Slurm's
+sched/backfill does (its debug log plans a start for each job it tests) and reproduces the
+recorded loopback histories more closely (docs/policies/slurm_backfill.md has the figures).
+``whole_nodes`` and ``resolution_s`` add two more of Slurm's ways: a reservation holds whole
+nodes, and starts and ends on multiples of ``bf_resolution``.
 
 A job's time limit is ``Job.time_limit_s`` (a history's ``Timelimit``); a job without one
 (a trace that has no such column) gets ``default_time_limit_s``, one day, a common
 ``DefaultTime`` (Slurm itself plans an UNLIMITED job with a year).
 
-Placement follows Slurm's node order: a job on one node takes the first node (in the
-cluster's order) with room, a gang without node count fills nodes in order, a job asking for
-N nodes takes N nodes with equal GPUs. GPU types are those the job may run on (its
-``gpu_types``) with a known rate, as for every policy.
+Placement follows Slurm's node order (22.05 orders nodes by name): a gang that fits on one
+node goes to the first node with room, of any GPU type it may use; a larger one spreads over
+the nodes of one type in order, or exactly N nodes with equal GPUs when it asked for N.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -40,17 +46,99 @@ class SlurmBackfillOptions:
     """``[policies.slurm_backfill]``."""
 
     default_time_limit_s: float = setting(
-        86400.0, "time limit (s) of a job that has none (a trace without Timelimit)",
-        ge=1.0)
+        86400.0, "time limit (s) of a job that has none (a trace without Timelimit)", ge=1.0)
+    reservations: int = setting(
+        1, "waiting jobs that get a reservation, in priority order: 1 is EASY backfill (the "
+        "head only); 0 every waiting job (conservative backfill, as Slurm's sched/backfill "
+        "does for the jobs it tests)", ge=0)
+    whole_nodes: bool = setting(
+        False, "a reservation holds every GPU of its nodes, not only the job's (Slurm's "
+        "backfill map is per node)")
+    resolution_s: float = setting(
+        0.0, "reservations start and end on multiples of this many seconds of the clock "
+        "(Slurm's bf_resolution, 60 s there by default); 0: exactly", ge=0.0)
 
 
 @dataclass(frozen=True)
 class Reservation:
-    """The head job's start: when (``shadow_s``) and on which GPUs."""
+    """A waiting job's start: when (``start_s``) and on which GPUs, until ``end_s``."""
 
     job_id: str
-    shadow_s: float
-    gpus: frozenset[str]
+    start_s: float
+    end_s: float
+    gpus: tuple[str, ...]
+
+
+class Timeline:
+    """When each GPU is free, as a backfill scheduler plans it: a running job holds its GPUs
+    until its time limit, a reservation holds its GPUs from its start to its limit."""
+
+    def __init__(self, gpus_of: Mapping[str, tuple[str, ...]], now: float, *,
+                 node_of_gpu: Mapping[str, str] | None = None, resolution_s: float = 0.0
+                 ) -> None:
+        """``node_of_gpu``: reservations hold whole nodes (each GPU names its node);
+        ``resolution_s``: their windows start and end on multiples of it."""
+        self.gpus_of = gpus_of
+        self.now = now
+        self.node_of_gpu = node_of_gpu
+        self.resolution_s = resolution_s
+        self.busy_until: dict[str, float] = {}   # GPU -> when its running job's limit ends
+        self.windows: dict[str, list[tuple[float, float]]] = {}
+
+    def hold(self, gpus: Sequence[str], until: float) -> None:
+        """Running (or starting now) until ``until``; never free now, whatever ``until``
+        says (a job past its limit still holds its GPUs until it ends)."""
+        for gpu in gpus:
+            self.busy_until[gpu] = max(until, self.now)
+
+    def reserve(self, reservation: Reservation) -> None:
+        window = (self._floor(reservation.start_s), self._floor(reservation.end_s))
+        gpus: Sequence[str] = reservation.gpus
+        if self.node_of_gpu is not None:
+            nodes = dict.fromkeys(self.node_of_gpu[g] for g in reservation.gpus)
+            gpus = [g for node in nodes for g in self.gpus_of[node]]
+        for gpu in gpus:
+            self.windows.setdefault(gpu, []).append(window)
+
+    def _floor(self, t: float) -> float:
+        step = self.resolution_s
+        return t if step <= 0 or math.isinf(t) else math.floor(t / step) * step
+
+    def free(self, at: float, length: float) -> FreeGpus:
+        """The GPUs free during [at, at + length), by node in the node's order."""
+        end = at + length
+        out: FreeGpus = {}
+        for node, gpus in self.gpus_of.items():
+            out[node] = [g for g in gpus if self._free(g, at, end)]
+        return out
+
+    def _free(self, gpu: str, at: float, end: float) -> bool:
+        until = self.busy_until.get(gpu)
+        if until is not None and (at <= self.now or until > at):
+            return False
+        return all(stop <= at or begin >= end for begin, stop in self.windows.get(gpu, ()))
+
+    def times(self) -> list[float]:
+        """Now and every later time a GPU may become free: where a start can first fit.
+
+        A job past its limit frees its GPUs any moment: the instant after now, when a
+        reservation can be had but nothing can start."""
+        ends = {t for t in self.busy_until.values() if t > self.now}
+        ends.update(stop for windows in self.windows.values() for _, stop in windows
+                    if stop > self.now)
+        overdue = [math.nextafter(self.now, math.inf)] \
+            if any(t <= self.now for t in self.busy_until.values()) else []
+        return [self.now, *overdue, *sorted(ends)]
+
+    def earliest(self, job: Job, groups: Sequence[Sequence[str]], length: float, *,
+                 now_only: bool = False) -> tuple[float, tuple[str, ...]] | None:
+        """The earliest start of ``job`` that delays no running job nor reservation, and the
+        GPUs it takes then; None if there is none (or none now, with ``now_only``)."""
+        for at in [self.now] if now_only else self.times():
+            gpus = fit(job, groups, self.free(at, length))
+            if gpus:
+                return at, gpus
+        return None
 
 
 class SlurmBackfillPolicy(PolicyBase):
@@ -65,61 +153,45 @@ class SlurmBackfillPolicy(PolicyBase):
 
     def schedule(self, state: ClusterState, now: float) -> Plan:
         layout = state.layout()
-        free: FreeGpus = {name: list(gpus) for name, gpus in layout.gpus_of.items()}
+        timeline = Timeline(layout.gpus_of, now, resolution_s=self.options.resolution_s,
+                            node_of_gpu=layout.node_of_gpu if self.options.whole_nodes
+                            else None)
         active = state.active_jobs()
         kept: list[Assignment] = []
-        releases: list[tuple[float, tuple[str, ...]]] = []
         for job in active:
-            held = list(job.gpus_held)
-            if not held or not self.may_keep(job, state):
+            if not job.gpus_held or not self.may_keep(job, state):
                 continue   # none, or where the job may not run: placed anew below
-            for gpu in held:
-                node_free = free[layout.node_of_gpu[gpu]]
-                if gpu in node_free:
-                    node_free.remove(gpu)
-            kept.append(Assignment(job.id, tuple(held)))
             started = job.start_s if job.start_s is not None else now
-            releases.append((max(now, started + self.time_limit(job)), tuple(held)))
-        releases.sort(key=lambda r: r[0])
+            timeline.hold(job.gpus_held, started + self.time_limit(job))
+            kept.append(Assignment(job.id, tuple(job.gpus_held)))
         running = {a.job_id for a in kept}
         queue = sorted((j for j in active if j.id not in running),
                        key=lambda j: j.arrival_s)   # stable: ties keep submission order
+        most = self.options.reservations or len(queue)
         started: list[Assignment] = []
-        reservation: Reservation | None = None
+        reserved: list[Reservation] = []
         for job in queue:
-            nodes = self.nodes_for(job, state)
-            if not nodes:
+            groups = self.nodes_for(job, state)
+            if not groups:
                 continue   # no GPU of a type it may use: never runs, reserves nothing
-            if reservation is None:
-                gpus = fit(job, nodes, free)
-                if gpus:
-                    take(free, gpus, layout.node_of_gpu)
-                    started.append(Assignment(job.id, gpus))
-                    continue
-                reservation = reserve(job, nodes, free, releases, layout.node_of_gpu)
-                continue
-            gpus = self.backfill(job, nodes, free, reservation, now)
-            if gpus:
-                take(free, gpus, layout.node_of_gpu)
+            length = self.time_limit(job)
+            found = timeline.earliest(job, groups, length, now_only=len(reserved) >= most)
+            if found is None:
+                continue   # never fits (more GPUs than it may use), or not now
+            at, gpus = found
+            if at <= now:
+                timeline.hold(gpus, now + length)
                 started.append(Assignment(job.id, gpus))
+            else:
+                reserved.append(Reservation(job.id, at, at + length, gpus))
+                timeline.reserve(reserved[-1])
         ranks = {j.id: -float(rank) for rank, j in enumerate(sorted(
             active, key=lambda j: j.arrival_s))}
-        head = f", head {reservation.job_id} reserved at {reservation.shadow_s:g}" \
-            if reservation else ""
+        head = f", head {reserved[0].job_id} reserved at {reserved[0].start_s:g}" \
+            if reserved else ""
         return Plan(assignments=(*kept, *started), priorities=ranks,
-                    reason=f"{self.name}: {len(started)} started{head}")
-
-    def backfill(self, job: Job, nodes: Sequence[Sequence[str]], free: FreeGpus,
-                 reservation: Reservation, now: float) -> tuple[str, ...]:
-        """GPUs for ``job`` that cannot delay the head job, or () (it waits)."""
-        # on GPUs the head job will not take: may run as long as it likes
-        outside = {n: [g for g in gpus if g not in reservation.gpus] for n, gpus in free.items()}
-        gpus = fit(job, nodes, outside)
-        if gpus:
-            return gpus
-        if now + self.time_limit(job) <= reservation.shadow_s:
-            return fit(job, nodes, free)   # done by its limit before the head job starts
-        return ()
+                    reason=f"{self.name}: {len(started)} started, {len(reserved)} "
+                           f"reserved{head}")
 
     @staticmethod
     def may_keep(job: Job, state: ClusterState) -> bool:
@@ -151,17 +223,28 @@ class SlurmBackfillPolicy(PolicyBase):
 
 def fit(job: Job, groups: Sequence[Sequence[str]], free: Mapping[str, list[str]]
         ) -> tuple[str, ...]:
-    """The GPUs the job takes of ``free`` now: on the first GPU type (group of nodes) where
-    it fits, in Slurm's node order; () when it fits on none."""
+    """The GPUs the job takes of ``free`` (nodes in the cluster's order), or ().
+
+    As Slurm places: a gang that fits on one node goes to the first node in the cluster's
+    order with room for it, of any type it may use; a larger one spreads over the nodes of the
+    first type where it fits (in order), or over exactly ``job.nodes`` nodes with equal GPUs.
+    """
+    if job.nodes is None or job.nodes == 1:
+        allowed = {n for nodes in groups for n in nodes}
+        whole = next((n for n in free if n in allowed and len(free[n]) >= job.gpus), None)
+        if whole is not None:
+            return tuple(free[whole][: job.gpus])
+        if job.nodes == 1:
+            return ()
     for nodes in groups:
-        gpus = fit_on(job, nodes, free)
+        gpus = spread(job, nodes, free)
         if gpus:
             return gpus
     return ()
 
 
-def fit_on(job: Job, nodes: Sequence[str], free: Mapping[str, list[str]]) -> tuple[str, ...]:
-    """The GPUs the job takes of ``free`` on ``nodes`` (all of one type), or ()."""
+def spread(job: Job, nodes: Sequence[str], free: Mapping[str, list[str]]) -> tuple[str, ...]:
+    """The GPUs a gang larger than any node's room takes on ``nodes`` (of one type), or ()."""
     if job.nodes is not None:
         if job.gpus % job.nodes:
             return ()
@@ -170,43 +253,9 @@ def fit_on(job: Job, nodes: Sequence[str], free: Mapping[str, list[str]]) -> tup
         if len(fitting) < job.nodes:
             return ()
         return tuple(g for n in fitting for g in free[n][:per])
-    whole = next((n for n in nodes if len(free[n]) >= job.gpus), None)
-    if whole is not None:
-        return tuple(free[whole][: job.gpus])
     gpus: list[str] = []
     for n in nodes:
         gpus.extend(free[n][: job.gpus - len(gpus)])
         if len(gpus) == job.gpus:
             return tuple(gpus)
     return ()
-
-
-def take(free: FreeGpus, gpus: Sequence[str], node_of_gpu: Mapping[str, str]) -> None:
-    for gpu in gpus:
-        free[node_of_gpu[gpu]].remove(gpu)
-
-
-def reserve(job: Job, nodes: Sequence[Sequence[str]], free: FreeGpus,
-            releases: Sequence[tuple[float, tuple[str, ...]]],
-            node_of_gpu: Mapping[str, str]) -> Reservation | None:
-    """The head job's reservation: running jobs end (by their limits) in order until it fits.
-
-    None when it never fits (more GPUs than it may ever use): then it holds no one back.
-    """
-    later = {n: list(gpus) for n, gpus in free.items()}
-    for end_s, gpus in releases:
-        for gpu in gpus:
-            later[node_of_gpu[gpu]].append(gpu)
-        placed = fit(job, nodes, _in_node_order(later, node_of_gpu))
-        if placed:
-            return Reservation(job.id, end_s, frozenset(placed))
-    return None
-
-
-def _in_node_order(free: FreeGpus, node_of_gpu: Mapping[str, str]) -> FreeGpus:
-    """GPU ids given back keep their node's order (``node:index``)."""
-    return {n: sorted(gpus, key=_index) for n, gpus in free.items()}
-
-
-def _index(gpu: str) -> int:
-    return int(gpu.rpartition(":")[2])

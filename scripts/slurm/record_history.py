@@ -19,7 +19,11 @@ cancellation before start, a cancellation while running, a job without GPUs, and
 that is not UTF-8. ``--quick`` leaves the time-out out and keeps burst jobs to 4-6 s (the
 integration test's variant).
 
-Usage: scripts/slurm/record_history.py [--out tests/data/sacct] [--seed 31] [--burst 30] [--quick]
+``--burst-only`` submits the burst alone with untyped GRES, for a cluster of one GPU type
+(``SLURM_LO_NODES``): the history ``slurm_backfill``'s fidelity is measured on.
+
+Usage: scripts/slurm/record_history.py [--out tests/data/sacct] [--seed 31] [--burst 30]
+                                       [--quick] [--burst-only]
 """
 
 from __future__ import annotations
@@ -138,10 +142,17 @@ def special_cases(quick: bool) -> list[Submitted]:
     return jobs
 
 
-def burst(rng: random.Random, count: int, longest_s: int) -> list[Submitted]:
-    """FIFO + backfill: more GPUs asked than the 16 there are, limits well above run times."""
+def burst(rng: random.Random, count: int, longest_s: int, *, typed: bool = True,
+          one_node: bool = False) -> list[Submitted]:
+    """FIFO + backfill: more GPUs asked than the 16 there are, limits well above run times.
+    ``typed``: some jobs ask for V100s or K80s (the default cluster has both); ``one_node``:
+    1 to 4 GPUs on one node, no multi-node jobs."""
     shapes = [("gpu:1", 1), ("gpu:2", 1), ("gpu:4", 1), ("gpu:4", 2), ("gpu:v100:2", 1),
               ("gpu:k80:4", 1), ("gpu:v100:4", 2), ("gpu:1", 1), ("gpu:2", 1)]
+    if not typed:
+        shapes = [(gres.replace("v100:", "").replace("k80:", ""), n) for gres, n in shapes]
+    if one_node:
+        shapes = [("gpu:1", 1), ("gpu:2", 1), ("gpu:3", 1), ("gpu:4", 1), ("gpu:1", 1)]
     jobs = []
     for i in range(count):
         gres, nodes = rng.choice(shapes)
@@ -171,13 +182,20 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=30)
     parser.add_argument("--quick", action="store_true",
                         help="no time-out job, burst jobs of 4-6 s (the integration test's)")
+    parser.add_argument("--burst-only", action="store_true",
+                        help="the FIFO + backfill burst alone, untyped GRES (for a cluster of "
+                        "one GPU type: SLURM_LO_NODES)")
+    parser.add_argument("--one-node", action="store_true",
+                        help="burst jobs of 1-4 GPUs on one node only")
     args = parser.parse_args()
     if "SLURM_CONF" not in os.environ:
         sys.exit("record_history: set SLURM_CONF to a cluster from up.sh --accounting")
     ensure_users()
     start = (datetime.now() - timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S")
     rng = random.Random(args.seed)
-    jobs = special_cases(args.quick) + burst(rng, args.burst, 6 if args.quick else 30)
+    jobs = [] if args.burst_only else special_cases(args.quick)
+    jobs += burst(rng, args.burst, 6 if args.quick else 30, typed=not args.burst_only,
+                  one_node=args.one_node)
     wait("every job to finish", lambda: not run(["squeue", "-h", "-o", "%A"]).strip(), 900)
     end = (datetime.now() + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S")
     wait("slurmdbd to record every job", lambda: recorded(jobs, start, end), 120)
