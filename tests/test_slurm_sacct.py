@@ -59,12 +59,10 @@ def test_cluster_names_are_checked():
 
 def test_reads_the_header_and_rows_and_bytes_that_are_not_utf8(tmp_path, monkeypatch):
     fake_sacct(tmp_path, monkeypatch, f"cat '{SAVED}'")
-    text = read_sacct_live("2026-11-28", "2026-11-29")
-    saved = SAVED.read_bytes()
-    assert text.splitlines()[0] == HEADER.decode()
-    assert len(text.splitlines()) == len(saved.splitlines())
-    if b"\xff" in saved:   # the recorded job name that is not UTF-8
-        assert "\ufffd" in text
+    data = read_sacct_live("2026-11-28", "2026-11-29")
+    assert data == SAVED.read_bytes()   # byte for byte, as a saved file
+    assert data.splitlines()[0] == HEADER
+    assert b"caf\xe9-\xff\xfe-latin1" in data   # the recorded job name that is not UTF-8
 
 
 def test_passes_its_argv_without_a_shell(tmp_path, monkeypatch):
@@ -105,9 +103,9 @@ def test_a_runner_may_be_given():
 
     def runner(argv):
         seen.append(argv)
-        return HEADER.decode() + "\n"
+        return HEADER + b"\n"
 
-    assert read_sacct_live("2026-11-28", "2026-11-29", run=runner) == HEADER.decode() + "\n"
+    assert read_sacct_live("2026-11-28", "2026-11-29", run=runner) == HEADER + b"\n"
     assert seen[0][0] == "sacct"
 
     def failing(argv):
@@ -117,7 +115,10 @@ def test_a_runner_may_be_given():
         read_sacct_live("2026-11-28", "2026-11-29", run=failing)
 
 
-def test_cli_read_text_says_why_a_command_failed(tmp_path, monkeypatch):
+def test_cli_reads_bytes_and_says_why_a_command_failed(tmp_path, monkeypatch):
+    fake_sacct(tmp_path, monkeypatch, "printf 'a\\377b'")
+    assert CliTransport(timeout_s=5).read_bytes(["sacct"]) == b"a\xffb"
+    assert CliTransport(timeout_s=5).read_text(["sacct"]) == "a\ufffdb"
     fake_sacct(tmp_path, monkeypatch, "echo boom >&2; exit 3")
     with pytest.raises(TransportError, match="exit 3: boom"):
-        CliTransport(timeout_s=5).read_text(["sacct", "--x"])
+        CliTransport(timeout_s=5).read_bytes(["sacct", "--x"])
