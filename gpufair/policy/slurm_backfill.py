@@ -28,6 +28,7 @@ the nodes of one type in order, or exactly N nodes with equal GPUs when it asked
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -84,12 +85,24 @@ class Timeline:
         self.resolution_s = resolution_s
         self.busy_until: dict[str, float] = {}   # GPU -> when its running job's limit ends
         self.windows: dict[str, list[tuple[float, float]]] = {}
+        # what is free now, kept as jobs are held: most jobs of a long queue only ask "now?"
+        self.free_now: FreeGpus = {node: list(gpus) for node, gpus in gpus_of.items()}
+        self.free_count = sum(len(gpus) for gpus in gpus_of.values())
+        # free(length) by how many reservations begin within ``length``: the same view for
+        # every job of the queue until something is held or reserved
+        self._begins: list[float] = []
+        self._views: dict[int, FreeGpus] = {}
 
     def hold(self, gpus: Sequence[str], until: float) -> None:
         """Running (or starting now) until ``until``; never free now, whatever ``until``
         says (a job past its limit still holds its GPUs until it ends)."""
         for gpu in gpus:
             self.busy_until[gpu] = max(until, self.now)
+            node = gpu.rpartition(":")[0]
+            if gpu in self.free_now.get(node, ()):
+                self.free_now[node].remove(gpu)
+                self.free_count -= 1
+        self._views.clear()
 
     def reserve(self, reservation: Reservation) -> None:
         window = (self._floor(reservation.start_s), self._floor(reservation.end_s))
@@ -99,18 +112,26 @@ class Timeline:
             gpus = [g for node in nodes for g in self.gpus_of[node]]
         for gpu in gpus:
             self.windows.setdefault(gpu, []).append(window)
+        bisect.insort(self._begins, window[0])
+        self._views.clear()
 
     def _floor(self, t: float) -> float:
         step = self.resolution_s
         return t if step <= 0 or math.isinf(t) else math.floor(t / step) * step
 
-    def free(self, at: float, length: float) -> FreeGpus:
-        """The GPUs free during [at, at + length), by node in the node's order."""
-        end = at + length
-        out: FreeGpus = {}
-        for node, gpus in self.gpus_of.items():
-            out[node] = [g for g in gpus if self._free(g, at, end)]
-        return out
+    def free(self, length: float) -> FreeGpus:
+        """The GPUs free from now for ``length`` seconds (free now, and no reservation takes
+        them sooner), by node in the node's order."""
+        if not self.windows:
+            return self.free_now
+        end = self.now + length
+        key = bisect.bisect_left(self._begins, end)   # the reservations that begin in time
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = {
+                node: [g for g in gpus if g not in self.windows or self._free(g, self.now, end)]
+                for node, gpus in self.free_now.items()}
+        return view
 
     def _free(self, gpu: str, at: float, end: float) -> bool:
         until = self.busy_until.get(gpu)
@@ -134,8 +155,26 @@ class Timeline:
                  now_only: bool = False) -> tuple[float, tuple[str, ...]] | None:
         """The earliest start of ``job`` that delays no running job nor reservation, and the
         GPUs it takes then; None if there is none (or none now, with ``now_only``)."""
-        for at in [self.now] if now_only else self.times():
-            gpus = fit(job, groups, self.free(at, length))
+        gpus = fit(job, groups, self.free(length))
+        if gpus:
+            return self.now, gpus
+        if now_only:
+            return None
+        # later: the GPUs come free in the order of their holders' limits, added to what is
+        # free now one release at a time (not every GPU looked at again for each time)
+        later = {node: list(free) for node, free in self.free_now.items()}
+        releases = sorted((until, _index(g), g) for g, until in self.busy_until.items())
+        done = 0
+        for at in self.times()[1:]:
+            while done < len(releases) and releases[done][0] <= at:
+                gpu = releases[done][2]
+                bisect.insort(later.setdefault(gpu.rpartition(":")[0], []), gpu,
+                              key=_index)
+                done += 1
+            view = later if not self.windows else {
+                node: [g for g in free if g not in self.windows or self._free(g, at, at + length)]
+                for node, free in later.items()}
+            gpus = fit(job, groups, view)
             if gpus:
                 return at, gpus
         return None
@@ -170,12 +209,18 @@ class SlurmBackfillPolicy(PolicyBase):
         most = self.options.reservations or len(queue)
         started: list[Assignment] = []
         reserved: list[Reservation] = []
+        groups_of: dict[tuple, tuple[tuple[str, ...], ...]] = {}
         for job in queue:
-            groups = self.nodes_for(job, state)
+            now_only = len(reserved) >= most
+            if now_only and job.gpus > timeline.free_count:
+                if timeline.free_count == 0:
+                    break   # nothing free and no reservation left to give: all wait
+                continue
+            groups = self.nodes_for(job, state, groups_of)
             if not groups:
                 continue   # no GPU of a type it may use: never runs, reserves nothing
             length = self.time_limit(job)
-            found = timeline.earliest(job, groups, length, now_only=len(reserved) >= most)
+            found = timeline.earliest(job, groups, length, now_only=now_only)
             if found is None:
                 continue   # never fits (more GPUs than it may use), or not now
             at, gpus = found
@@ -205,19 +250,26 @@ class SlurmBackfillPolicy(PolicyBase):
             job.placement_problem(job.gpus_held, type_of) is None
 
     @staticmethod
-    def nodes_for(job: Job, state: ClusterState) -> tuple[tuple[str, ...], ...]:
+    def nodes_for(job: Job, state: ClusterState,
+                  cache: dict[tuple, tuple[tuple[str, ...], ...]] | None = None
+                  ) -> tuple[tuple[str, ...], ...]:
         """The usable nodes the job may run on, one group per GPU type it has a rate for
-        (a gang never mixes types), types and nodes in the cluster's order."""
+        (a gang never mixes types), types and nodes in the cluster's order. ``cache``: the
+        groups of jobs with the same types and allowed nodes (one decision's)."""
         layout = state.layout()
+        types = tuple(t for t in layout.nodes_of if job.rate(t) > 0)
+        key = (types, job.allowed_nodes)
+        if cache is not None and key in cache:
+            return cache[key]
         allowed = None if job.allowed_nodes is None else set(job.allowed_nodes)
         groups = []
-        for gpu_type, names in layout.nodes_of.items():
-            if job.rate(gpu_type) <= 0:
-                continue
-            nodes = tuple(n for n in names if layout.gpus_of[n]
+        for gpu_type in types:
+            nodes = tuple(n for n in layout.nodes_of[gpu_type] if layout.gpus_of[n]
                           and (allowed is None or n in allowed))
             if nodes:
                 groups.append(nodes)
+        if cache is not None:
+            cache[key] = tuple(groups)
         return tuple(groups)
 
 
@@ -253,9 +305,16 @@ def spread(job: Job, nodes: Sequence[str], free: Mapping[str, list[str]]) -> tup
         if len(fitting) < job.nodes:
             return ()
         return tuple(g for n in fitting for g in free[n][:per])
+    if sum(len(free[n]) for n in nodes) < job.gpus:
+        return ()
     gpus: list[str] = []
     for n in nodes:
         gpus.extend(free[n][: job.gpus - len(gpus)])
         if len(gpus) == job.gpus:
             return tuple(gpus)
     return ()
+
+
+def _index(gpu: str) -> int:
+    """A GPU's index on its node (``node:index``): the order a node's free GPUs are kept."""
+    return int(gpu.rpartition(":")[2])
