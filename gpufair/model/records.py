@@ -207,6 +207,9 @@ class Job:
     gpu_types: tuple[str, ...] | None = None
     # the CPUs and memory it needs on each of its nodes (Slurm); None: GPUs only
     host: HostRequest | None = None
+    # the wall time the resource manager gives the job before it kills it (Slurm's
+    # Timelimit), where known: what a backfill scheduler plans with; None: not known
+    time_limit_s: float | None = None
 
     def placement_problem(self, gpu_ids: tuple[str, ...], type_of: Mapping[str, str]
                           ) -> str | None:

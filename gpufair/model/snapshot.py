@@ -190,6 +190,7 @@ _JOB_FIELDS: dict[str, Callable[[Any], Any]] = {
     "gpus_held": _held, "samples_per_epoch": _optional(int), "max_batch_size": _optional(int),
     "batch_rates": lambda pairs: tuple((int(b), float(r)) for b, r in pairs),
     "host": lambda data: None if data is None else _build(HostRequest, data, _HOST_FIELDS),
+    "time_limit_s": _optional(float),
 }
 
 

@@ -21,6 +21,7 @@ BUILTIN = {
     "gandiva_fair": "gpufair.policy.gandiva_fair.policy:GandivaFairPolicy",
     "afs": "gpufair.policy.afs.policy:AfsPolicy",
     "oef": "gpufair.policy.oef.policy:OefPolicy",
+    "slurm_backfill": "gpufair.policy.slurm_backfill:SlurmBackfillPolicy",
 }
 ALIASES = {"gavel": "max_min", "max_min_fairness": "max_min", "mst": "max_sum_throughput",
            "max_sum_throughput_perf": "max_sum_throughput", "ossp": "min_total_duration",

@@ -27,7 +27,7 @@ waitpids() {
   done
   for p in "$@"; do alive "$p" && { echo "SIGKILL $p" >&2; kill -KILL "$p"; }; done
 }
-# 2. daemons: slurmrestd, slurmd, slurmctld; munged last (the others need it to say goodbye)
+# 2. daemons: slurmrestd, slurmd, slurmctld
 pids=()
 for f in "$BASE"/run/slurmrestd-*.pid "$BASE"/run/slurmd-*.pid "$BASE/run/slurmctld.pid"; do
   [[ -f $f ]] || continue
@@ -35,6 +35,12 @@ for f in "$BASE"/run/slurmrestd-*.pid "$BASE"/run/slurmd-*.pid "$BASE/run/slurmc
   kill -TERM "$p"; pids+=("$p")
 done
 (( ${#pids[@]} )) && waitpids "${pids[@]}"
+# accounting (up.sh --accounting): slurmdbd once slurmctld has sent it its last records, then
+# its MariaDB; munged last (the others need it to say goodbye)
+for f in "$BASE/run/slurmdbd.pid" "$BASE/run/mariadbd.pid"; do
+  p=$(pidof_file "$f")
+  alive "$p" && kill -TERM "$p" && waitpids "$p"
+done
 p=$(pidof_file "$BASE/run/munged.pid")
 alive "$p" && kill -TERM "$p" && waitpids "$p"
 

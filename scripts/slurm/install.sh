@@ -1,8 +1,9 @@
 #!/bin/bash
-# Install Debian 12's Slurm 22.05 + munge (+ slurmrestd and the JWT plugin) when missing.
-# The packages start no daemons here (no systemd; policy-rc.d); up.sh starts private ones.
+# Install Debian 12's Slurm 22.05 + munge (+ slurmrestd and the JWT plugin, and slurmdbd with
+# MariaDB for `up.sh --accounting`) when missing. The packages start no daemons here (no
+# systemd; policy-rc.d); up.sh starts private ones.
 set -euo pipefail
-PKGS=(slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin)
+PKGS=(slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin slurmdbd mariadb-server)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

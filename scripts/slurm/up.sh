@@ -3,12 +3,16 @@
 # one munged (private socket), one slurmctld, one slurmd per emulated node (all NodeAddr
 # 127.0.0.1, one port each), GPUs as typed GRES backed by symlinks to /dev/null, and the
 # gpufair prolog/epilog hooks. Nothing is written outside $SLURM_LO_BASE.
-# Usage:  scripts/slurm/up.sh [--restd] [--hard]
+# Usage:  scripts/slurm/up.sh [--restd] [--hard] [--accounting]
 #   --restd  also start slurmrestd (local auth on $BASE/run/slurmrestd.sock; JWT on TCP)
 #   --hard   install gpufair/deploy/job_submit.lua: jobs of managed partitions arrive held for gpufair
+#   --accounting  also start a private MariaDB and slurmdbd (accounting.sh): sacct, sacctmgr,
+#            GPUs as TRES (gres/gpu, gres/gpu:TYPE); cluster "loopback", accounts research,
+#            vision and nlp, user root in all three
 # Env:    SLURM_LO_BASE=/tmp/gpufair-slurm  SLURM_LO_NODES="name:type:count ..."
-#         SLURM_LO_PORT0 (first slurmd)  SLURM_LO_CTLD_PORT  SLURM_LO_RESTD_PORT: default, a
-#         free block of ports (printed at the end, and kept in $BASE/etc/ports)
+#         SLURM_LO_PORT0 (first slurmd)  SLURM_LO_CTLD_PORT  SLURM_LO_RESTD_PORT
+#         SLURM_LO_DBD_PORT (slurmdbd, with --accounting): default, a free block of ports
+#         (printed at the end, and kept in $BASE/etc/ports)
 #         GPUFAIR_PYTHON (interpreter for the hooks; default: python3 on PATH)
 #         SLURM_LO_SLURM_USER (SlurmUser, default root: with another user, slurmctld and the
 #         PrologSlurmctld/EpilogSlurmctld run as that user and it owns state, logs and keys)
@@ -49,20 +53,24 @@ PY
 }
 read -r -a _node_words <<< "$NODES"
 if [[ -z ${SLURM_LO_PORT0:-} || -z ${SLURM_LO_CTLD_PORT:-} || -z ${SLURM_LO_RESTD_PORT:-} \
-      || -z ${SLURM_LO_EVENT_PORT:-} ]]; then
-  _block=$(free_block $(( ${#_node_words[@]} + 3 )))
+      || -z ${SLURM_LO_EVENT_PORT:-} || -z ${SLURM_LO_DBD_PORT:-} ]]; then
+  _block=$(free_block $(( ${#_node_words[@]} + 4 )))
 fi
 CTLD_PORT=${SLURM_LO_CTLD_PORT:-$_block}
 RESTD_PORT=${SLURM_LO_RESTD_PORT:-$((_block + 1))}
 PORT0=${SLURM_LO_PORT0:-$((_block + 2))}
 EVENT_PORT=${SLURM_LO_EVENT_PORT:-$((_block + 2 + ${#_node_words[@]}))}
+DBD_PORT=${SLURM_LO_DBD_PORT:-$((_block + 3 + ${#_node_words[@]}))}
 # SLURM_LO_MULTIHOST=1: every slurmd on its own loopback address (127.0.0.2, .3, ...) with a
 # node-local hook spool the daemon cannot read, as on a real cluster: hook events reach the
 # daemon only over UDP (127.0.0.1:$EVENT_PORT, HMAC key $BASE/etc/event.key)
 MULTIHOST=${SLURM_LO_MULTIHOST:-0}
-WITH_RESTD=0; HARD=0
+WITH_RESTD=0; HARD=0; ACCOUNTING=0
 for a in "$@"; do
-  case $a in --restd) WITH_RESTD=1;; --hard) HARD=1;; *) echo "unknown arg $a" >&2; exit 2;; esac
+  case $a in
+    --restd) WITH_RESTD=1;; --hard) HARD=1;; --accounting) ACCOUNTING=1;;
+    *) echo "unknown arg $a" >&2; exit 2;;
+  esac
 done
 for b in munged slurmctld slurmd sinfo scontrol; do
   command -v "$b" >/dev/null || { echo "missing $b: run scripts/slurm/install.sh" >&2; exit 1; }
@@ -116,10 +124,12 @@ if [[ $HARD == 1 ]]; then
   echo "JobSubmitPlugins=lua" >> "$BASE/etc/slurm.conf"
 fi
 echo "AutoDetect=off" > "$BASE/etc/gres.conf"
+gpu_types=()
 port=$PORT0; names=(); addr=1
 for spec in $NODES; do
   IFS=: read -r name type count <<<"$spec"
   names+=("$name")
+  [[ " ${gpu_types[*]} " == *" $type "* ]] || gpu_types+=("$type")
   mkdir -p "$BASE/dev/$name" "$BASE/spool/$name"
   # fake GPUs must be char devices (gotcha 3): symlinks to /dev/null
   for ((i=0; i<count; i++)); do ln -s /dev/null "$BASE/dev/$name/nvidia$i"; done
@@ -134,12 +144,29 @@ cat >> "$BASE/etc/slurm.conf" <<CONF
 PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1
 PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=10
 CONF
+if [[ $ACCOUNTING == 1 ]]; then
+  # slurmctld reaches slurmdbd with the munge socket of AccountingStoragePass, not AuthInfo;
+  # GPUs become TRES (AllocTRES/ReqTRES in sacct) only with slurmdbd
+  sed -i -e 's#^AccountingStorageType=.*#AccountingStorageType=accounting_storage/slurmdbd#' \
+    -e 's#^JobAcctGatherType=.*#JobAcctGatherType=jobacct_gather/linux#' "$BASE/etc/slurm.conf"
+  tres=gres/gpu; for t in "${gpu_types[@]}"; do tres+=",gres/gpu:$t"; done
+  cat >> "$BASE/etc/slurm.conf" <<CONF
+AccountingStorageHost=localhost
+AccountingStoragePort=$DBD_PORT
+AccountingStoragePass=$BASE/munge/munge.socket
+AccountingStorageTRES=$tres
+JobAcctGatherFrequency=30
+CONF
+fi
 export SLURM_CONF=$BASE/etc/slurm.conf
 
 # --- daemons (pid files under $BASE/run: down.sh stops exactly these) -----------------
 munged -f --key-file="$BASE/etc/munge.key" --socket="$BASE/munge/munge.socket" \
   --pid-file="$BASE/run/munged.pid" --log-file="$BASE/log/munged.log" \
   --seed-file="$BASE/munge/munged.seed"
+if [[ $ACCOUNTING == 1 ]]; then
+  bash "$HERE/accounting.sh" "$BASE" "$DBD_PORT" "$SLURM_USER" || exit 1
+fi
 slurmctld -c -f "$SLURM_CONF"
 for n in "${names[@]}"; do slurmd -f "$SLURM_CONF" -N "$n"; done
 
@@ -177,7 +204,7 @@ if [[ $WITH_RESTD == 1 ]]; then
   done
   [[ -S $BASE/run/slurmrestd.sock ]] || { echo "slurmrestd not ready" >&2; exit 1; }
 fi
-printf 'CTLD_PORT=%s\nRESTD_PORT=%s\nPORT0=%s\nEVENT_PORT=%s\n' "$CTLD_PORT" "$RESTD_PORT" \
-  "$PORT0" "$EVENT_PORT" >"$BASE/etc/ports"
+printf 'CTLD_PORT=%s\nRESTD_PORT=%s\nPORT0=%s\nEVENT_PORT=%s\nDBD_PORT=%s\n' "$CTLD_PORT" \
+  "$RESTD_PORT" "$PORT0" "$EVENT_PORT" "$DBD_PORT" >"$BASE/etc/ports"
 echo "ready: $want nodes (slurmctld port $CTLD_PORT, slurmrestd $RESTD_PORT, slurmd from $PORT0);"\
   "export SLURM_CONF=$SLURM_CONF"

@@ -14,7 +14,8 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -41,21 +42,26 @@ def _free_port_block(size: int) -> int:
     raise RuntimeError("no free block of TCP ports for the loopback Slurm")
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+@contextmanager
+def _loopback(base: Path, *flags: str, extra_ports: Sequence[str] = ()) -> Iterator[Cluster]:
+    """A cluster from up.sh ``flags`` in ``base`` on its own free ports, torn down after."""
     missing = _missing()
+    if "--accounting" in flags:
+        missing += [b for b in ("mariadbd", "slurmdbd", "sacct", "sacctmgr")
+                    if shutil.which(b) is None]
     if missing:
         message = f"Slurm not installed (missing {', '.join(missing)}): scripts/slurm/install.sh"
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(message)
         pytest.skip(message)
-    base = Path(f"/tmp/gpufair-it-{os.getpid()}")
-    port0 = _free_port_block(6)   # slurmctld, slurmrestd, 4 slurmd: no clash with other runs
+    # slurmctld, slurmrestd, 4 slurmd, then extra_ports: no clash with other runs
+    port0 = _free_port_block(6 + len(extra_ports))
     env = dict(os.environ, SLURM_LO_BASE=str(base), SLURM_LO_CTLD_PORT=str(port0),
                SLURM_LO_RESTD_PORT=str(port0 + 1), SLURM_LO_PORT0=str(port0 + 2),
                GPUFAIR_PYTHON=sys.executable, SLURM_CONF=str(base / "etc" / "slurm.conf"))
+    env.update({name: str(port0 + 6 + i) for i, name in enumerate(extra_ports)})
     env.pop("SLURM_JOB_ID", None)
-    up = subprocess.run(["bash", str(SCRIPTS / "up.sh"), "--hard", "--restd"], env=env,
+    up = subprocess.run(["bash", str(SCRIPTS / "up.sh"), *flags], env=env,
                         capture_output=True, text=True, timeout=180, check=False)
     try:
         if up.returncode != 0:
@@ -64,6 +70,22 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
     finally:
         subprocess.run(["bash", str(SCRIPTS / "down.sh"), "--purge"], env=env,
                        capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[Cluster]:
+    with _loopback(Path(f"/tmp/gpufair-it-{os.getpid()}"), "--hard", "--restd") as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def slurm_accounting() -> Iterator[Cluster]:
+    """A second loopback Slurm with slurmdbd on MariaDB (up.sh --accounting): the hard-mode
+    cluster above has no accounting, and starting one costs about 5 s more, so only the
+    tests that read sacct get it."""
+    with _loopback(Path(f"/tmp/gpufair-acct-{os.getpid()}"), "--accounting",
+                   extra_ports=("SLURM_LO_EVENT_PORT", "SLURM_LO_DBD_PORT")) as cluster:
+        yield cluster
 
 
 @pytest.fixture()

@@ -352,7 +352,8 @@ class TraceSimulator:
             initial_batch_size=job.b0, adaptation=job.mode,
             samples_per_epoch=SAMPLES_PER_EPOCH.get(job.model),
             max_batch_size=MAX_BATCH.get(job.model, job.b0) if job.adapts else job.b0,
-            batch_rates=job.batch_rates, weight=job.trace.priority_weight)))
+            batch_rates=job.batch_rates, weight=job.trace.priority_weight,
+            time_limit_s=job.trace.time_limit_s, nodes=job.trace.nodes)))
 
     def _admit(self) -> None:
         while self._next_arrival < len(self.jobs) and \

@@ -29,6 +29,11 @@ class TraceJob:
     mode: Adaptation = Adaptation.STATIC
     priority_weight: float = 1.0
     slo: float | None = None
+    #: the job's wall-time limit where its source has one (a history's Timelimit): what a
+    #: backfill policy plans with; the trace formats have none
+    time_limit_s: float | None = None
+    #: exactly this many nodes with equal GPUs on each (a history's ``--nodes``); None: any
+    nodes: int | None = None
     duration_s: float | None = None
     line: int = 0
     source: str = "<trace>"   # the file, so that later checks can name it

@@ -134,22 +134,35 @@ class CliTransport:
     def _run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         """Run one command; its output captured as bytes and decoded by :func:`decode`
         (``text=True`` would raise UnicodeDecodeError on one job's non-UTF-8 comment)."""
+        proc = self._run_bytes(argv)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, decode(proc.stdout),
+                                           decode(proc.stderr))
+
+    def _run_bytes(self, argv: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
         try:
-            proc = subprocess.run(list(argv), capture_output=True, timeout=self.timeout_s,
+            return subprocess.run(list(argv), capture_output=True, timeout=self.timeout_s,
                                   env=self.env, check=False)
         except subprocess.TimeoutExpired as exc:
             raise TransportError(f"{argv[0]}: no answer in {self.timeout_s:g} s") from exc
         except OSError as exc:
             raise TransportError(f"{argv[0]}: cannot run: {exc.strerror}") from exc
-        return subprocess.CompletedProcess(proc.args, proc.returncode, decode(proc.stdout),
-                                           decode(proc.stderr))
+
+    def read_bytes(self, argv: Sequence[str]) -> bytes:
+        """The standard output of a read-only command (``sacct``) as Slurm printed it, for
+        a reader that decodes field by field; TransportError when it does not answer, cannot
+        run or exits non-zero (stderr says why)."""
+        proc = self._run_bytes(argv)
+        if proc.returncode != 0:
+            raise TransportError(f"{' '.join(argv)[:200]}: exit {proc.returncode}: "
+                                 f"{decode(proc.stderr).strip()[:300]}")
+        return proc.stdout
+
+    def read_text(self, argv: Sequence[str]) -> str:
+        """:meth:`read_bytes` decoded by :func:`decode`."""
+        return decode(self.read_bytes(argv))
 
     def _read(self, argv: Sequence[str], key: str) -> dict[str, Any]:
-        proc = self._run(argv)
-        if proc.returncode != 0:
-            raise TransportError(f"{' '.join(argv)}: exit {proc.returncode}: "
-                                 f"{proc.stderr.strip()[:300]}")
-        return _parse_document(proc.stdout, " ".join(argv), key)
+        return _parse_document(self.read_text(argv), " ".join(argv), key)
 
     def read_jobs(self) -> dict[str, Any]:
         return self._read(["squeue", "--all", "--states=all", "--json"], "jobs")
