@@ -26,9 +26,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "through policies, beside what the resource manager did",
         epilog="Rules (tenants, requeues, arrays, what is left out): docs/replay.md. "
         "Exit status 2: a bad history (file, line and field named); 3: --time-limit ran out.")
-    parser.add_argument("history", help="saved `sacct -X -D --parsable2 -o ...` output, "
-                        "`sacct --json` output, a published trace (CSV), or a bundled "
-                        "history's name (helios_dirlab_1k)")
+    parser.add_argument("history", nargs="?", help="saved `sacct -X -D --parsable2 -o ...` "
+                        "output, `sacct --json` output, a published trace (CSV), or a bundled "
+                        "history's name (helios_dirlab_1k); not with --sacct")
+    parser.add_argument("--sacct", action="store_true",
+                        help="read the history from this cluster's accounting: gpufair runs "
+                        "sacct itself (allocations, every state) for --starttime..--endtime")
+    parser.add_argument("--starttime", metavar="TIME", help="with --sacct: the first jobs' "
+                        "time, as sacct takes it (2026-11-01 or 2026-11-01T08:00:00)")
+    parser.add_argument("--endtime", metavar="TIME", help="with --sacct: the last jobs' time "
+                        "(default: now)")
+    parser.add_argument("--clusters", metavar="NAMES", help="with --sacct: sacct --clusters "
+                        "(default: the local cluster)")
     parser.add_argument("--format", default="auto", metavar="FORMAT",
                         help="what the history is: auto (from its first bytes and header), "
                         "sacct, sacct-json, or a column map's name (helios-acme, slurm-db, "
@@ -54,8 +63,16 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--policies", "name at least one policy (comma-separated)",
                          field="policies", value=args.policies)
     refuse_empty_cluster(args)
-    history, fmt = read_history(resolve(args.history), args.format, args.tenant,
-                                resolve(args.column_map))
+    if args.sacct:
+        history, fmt = read_live(args)
+        if history is None:
+            return 1
+    elif args.history is None:
+        raise InputError("replay", "name a history file, or read this cluster's with --sacct "
+                         "--starttime TIME")
+    else:
+        history, fmt = read_history(resolve(args.history), args.format, args.tenant,
+                                    resolve(args.column_map))
     spec = SimulationSpec(round_s=args.round_s, seed=args.seed, semantics=args.semantics,
                           config=resolve(args.config))
     result = replay(history, names, spec, cluster=args.cluster,
@@ -99,6 +116,31 @@ def read_history(path: str, fmt: str, tenant: str, column_map: str | None = None
     history = read_published(path, maps.get(fmt), maps=maps, tenant=tenant)
     return history, history.notes[0].removeprefix("read with the ").removesuffix(
         " column map")
+
+
+def read_live(args: argparse.Namespace):
+    """The history ``sacct`` gives for the window, read like a saved file (the same parser):
+    (None, "sacct") when Slurm's accounting does not answer, said on stderr."""
+    import sys
+    from datetime import datetime
+
+    from gpufair.adapters.slurm.adapter import SlurmUnavailable
+    from gpufair.adapters.slurm.sacct import read_sacct_live
+    from gpufair.adapters.slurm.sacct_saved import parse_sacct_text
+    if args.history is not None:
+        raise InputError("--sacct", "reads the cluster's accounting: give no history file "
+                         "with it", value=args.history)
+    if args.starttime is None:
+        raise InputError("--starttime", "--sacct needs the window's start (e.g. 2026-11-01)")
+    try:
+        data = read_sacct_live(args.starttime, args.endtime or datetime.now(),
+                               clusters=args.clusters)
+    except ValueError as exc:
+        raise InputError("--starttime/--endtime", str(exc)) from None
+    except SlurmUnavailable as exc:
+        print(f"gpufair replay: Slurm accounting unavailable: {exc}", file=sys.stderr)
+        return None, "sacct"
+    return parse_sacct_text(data, "sacct (live)", tenant=args.tenant), "sacct"
 
 
 def sniff(path: str) -> str:

@@ -80,6 +80,30 @@ def test_live_reader_returns_what_was_recorded(slurm_accounting, recorded, monke
     assert b"|" + NAME + b"|" in data
 
 
+def replay(cluster: Cluster, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpufair", "replay", *argv], env=cluster.env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_replay_sacct_reads_the_cluster_as_the_saved_file_does(slurm_accounting, recorded):
+    """``gpufair replay --sacct`` runs sacct itself: the same history, the same table, as a
+    replay of the file the recorder saved from the same window."""
+    out, workload = recorded
+    live = replay(slurm_accounting, "--sacct", "--starttime", workload["starttime"],
+                  "--endtime", workload["endtime"], "--policies", "fifo", "--json", "-q")
+    saved = replay(slurm_accounting, str(out / "sacct_parsable2.txt"), "--policies", "fifo",
+                   "--json", "-q")
+    assert live.returncode == 0 and saved.returncode == 0, live.stderr + saved.stderr
+    got, want = live.stdout.splitlines(), saved.stdout.splitlines()
+    assert json.loads(got[-1])["history"]["jobs"] == json.loads(want[-1])["history"]["jobs"]
+    strip = ("wall_s", "policy_s", "solver_s", "trace")
+    assert [{k: v for k, v in json.loads(line).items() if k not in strip} for line in got[:-1]] \
+        == [{k: v for k, v in json.loads(line).items() if k not in strip} for line in want[:-1]]
+    both = replay(slurm_accounting, str(out / "sacct_parsable2.txt"), "--sacct",
+                  "--starttime", workload["starttime"])
+    assert both.returncode == 2 and "give no history file" in both.stderr
+
+
 def test_slurmdbd_down_is_unavailable(slurm_accounting, recorded, monkeypatch):
     _out, workload = recorded
     for key, value in slurm_accounting.env.items():
@@ -94,6 +118,10 @@ def test_slurmdbd_down_is_unavailable(slurm_accounting, recorded, monkeypatch):
         with pytest.raises(SlurmUnavailable, match=r"^sacct .*: exit 1"):
             read_sacct_live(workload["starttime"], workload["endtime"],
                             run=CliTransport(timeout_s=60).read_bytes)
+        down = replay(slurm_accounting, "--sacct", "--starttime", workload["starttime"],
+                      "--endtime", workload["endtime"], "-q")
+        assert down.returncode == 1 and "unavailable" in down.stderr, down.stderr
+        assert "Traceback" not in down.stderr
     finally:   # slurmdbd back for the rest of the session (it reads MariaDB's socket)
         env = dict(slurm_accounting.env,
                    MYSQL_UNIX_PORT=str(slurm_accounting.base / "run" / "mysqld.sock"))
