@@ -22,7 +22,7 @@ The site (per 1,024 nodes; ``--nodes`` and ``--jobs`` scale it):
   (not responding), a few CPU-only login-class nodes in ``cpu`` (not managed);
 - jobs: ~26 % running on ~85 % of the usable GPUs (1, 2, 4 or 8 GPUs on one node, and
   2- and 4-node gangs of 8), typed or untyped GRES per node or per job, array tasks among
-  them; the rest pending, held by job_submit.lua (``JobHeldAdmin``, priority 0,
+  them; the rest pending, held by job_submit.lua (``JobHeldUser``, priority 0,
   ``gpufair:managed`` in the admin comment), among them whole pending arrays (one record
   standing for many tasks, some with a ``%N`` limit), dependencies met and unmet, owners'
   holds, feature constraints, excluded nodes, and some CPU-only jobs of the ``cpu``
@@ -130,7 +130,7 @@ def base_job(job_id: int, user: tuple[str, int, str], rng: random.Random,
         "required_nodes": "", "requeue": True, "resize_time": 0, "restart_cnt": 0,
         "resv_name": "", "shared": None, "show_flags": ["SHOW_ALL", "SHOW_DETAIL", "SHOW_LOCAL"],
         "sockets_per_board": 0, "sockets_per_node": None, "start_time": 0,
-        "state_description": "", "state_reason": "JobHeldAdmin", "standard_error": "",
+        "state_description": "", "state_reason": "JobHeldUser", "standard_error": "",
         "standard_input": "/dev/null",
         "standard_output": f"/home/{name}/runs/slurm-%j.out", "submit_time": submit,
         "suspend_time": 0, "system_comment": "", "time_limit": 2880, "time_minimum": 0,
@@ -252,7 +252,7 @@ def site_documents(jobs: int = 10_000, nodes: int = 1_024, seed: int = 0
             met = parent["job_state"] == "RUNNING"
             job["dependency"] = f"after{'' if met else 'ok'}:{parent['job_id']}" + \
                 ("" if met else "(unfulfilled)")
-            job["state_reason"] = "JobHeldAdmin"
+            job["state_reason"] = "JobHeldUser"
         elif kind < 0.14:   # a whole pending array (one record for its tasks)
             size = rng.randint(2, 40)
             job.update(array_job_id=job["job_id"], array_task_id=None,
@@ -273,7 +273,7 @@ def site_documents(jobs: int = 10_000, nodes: int = 1_024, seed: int = 0
                        cpus_per_tres="")
         if kind >= 0.14 and rng.random() < 0.05:   # requeued by gpufair earlier
             job["restart_cnt"] = 1
-            job["state_reason"] = "JobHeldAdmin"
+            job["state_reason"] = "JobHeldUser"
         records.append(job)
     rng.shuffle(records)
 
