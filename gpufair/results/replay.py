@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from gpufair.adapters.simulator.capture import fair_shares
 from gpufair.metrics import rho_static
 from gpufair.results.schema import AS_RUN
+from gpufair.results.simulation import add_simulated_run, fair_shares
 from gpufair.results.writer import ResultsWriter, input_file
 
 if TYPE_CHECKING:
@@ -41,19 +41,12 @@ def write_replay(out: str | os.PathLike[str], result: ReplayResult, spec: Simula
     writer = ResultsWriter(out, kind="replay", command=command, inputs=inputs)
     ids = converted.job_ids
     for report in result.runs:
-        writer.add_run(report.policy, report.as_dict())
         if report.policy == AS_RUN:
+            writer.add_run(report.policy, report.as_dict())
             for table, rows in as_run_tables(result, report).items():
                 writer.add_rows(table, rows, run=AS_RUN)
             continue
-        capture = report.capture
-        assert capture is not None, "replay runs are simulated with a capture"
-        writer.add_rows("jobs", [(ids[int(r[0])], *r[1:]) for r in report.job_rows],
-                        run=report.policy)
-        writer.add_rows("allocations", [(ids[int(r[0])], *r[1:])
-                                        for r in capture.allocations], run=report.policy)
-        writer.add_rows("cluster", capture.cluster, run=report.policy)
-        writer.add_rows("tenants", capture.tenants, run=report.policy)
+        add_simulated_run(writer, report, ids)
     return writer.commit()
 
 

@@ -77,11 +77,23 @@ def write_simulations(out: str | os.PathLike[str], spec: SimulationSpec,
     writer = ResultsWriter(out, kind=kind, command=command,
                            inputs=simulation_inputs(spec, first.t0))
     for report in reports:
-        capture = report.capture
-        assert capture is not None
-        writer.add_run(report.policy, report.as_dict())
-        writer.add_rows("jobs", report.job_rows, run=report.policy)
-        writer.add_rows("allocations", capture.allocations, run=report.policy)
-        writer.add_rows("cluster", capture.cluster, run=report.policy)
-        writer.add_rows("tenants", tenant_rows(capture), run=report.policy)
+        add_simulated_run(writer, report)
     return writer.commit()
+
+
+def add_simulated_run(writer: ResultsWriter, report: SimulationReport,
+                      job_ids: Sequence[str] | None = None) -> None:
+    """One captured simulation as a run of ``writer``: its metrics, jobs, allocations and
+    the cluster and tenants each round. ``job_ids`` names the trace's jobs by their index (a
+    replay's history ids); without it they keep the trace's own."""
+    capture = report.capture
+    if capture is None:
+        raise ValueError("a run written to a results directory is simulated with capture=True")
+
+    def named(rows: Sequence[tuple]) -> Sequence[tuple]:
+        return rows if job_ids is None else [(job_ids[int(r[0])], *r[1:]) for r in rows]
+    writer.add_run(report.policy, report.as_dict())
+    writer.add_rows("jobs", named(report.job_rows), run=report.policy)
+    writer.add_rows("allocations", named(capture.allocations), run=report.policy)
+    writer.add_rows("cluster", capture.cluster, run=report.policy)
+    writer.add_rows("tenants", tenant_rows(capture), run=report.policy)
