@@ -190,3 +190,22 @@ def test_a_resolution_moves_reservations_to_its_multiples():
                  job("h", 4, arrival=1.0), job("b", 2, arrival=2.0, limit=70.0))
     assert started(policy(), snap) == {"b": ("n1:2", "n1:3")}
     assert started(policy(resolution_s=60.0), snap) == {}
+
+
+def test_each_job_is_told_why_in_backfill_terms():
+    """The reasons (gpufair explain, the job's AdminComment) say what EASY did: running to
+    its limit, the head's reservation and its start, a job backfilled past it, a job that
+    waits, and a job started in plain order before any reservation."""
+    snap = state(10.0, job("r", 2, held=("n1:0", "n1:1"), start=0.0, limit=100.0),
+                 job("h", 4, arrival=1.0),
+                 job("long", 2, arrival=2.0, limit=91.0),
+                 job("short", 2, arrival=3.0, limit=90.0))
+    reasons = {j: (r.code, r.figures) for j, r in
+               policy().schedule(snap, snap.time_s).reasons().items()}
+    assert reasons["r"] == ("slurm_backfill.running", {"ends_by_s": 100.0})
+    assert reasons["h"] == ("slurm_backfill.reserved", {"position": 1, "of": 3,
+                                                        "start_s": 100.0})
+    assert reasons["long"][0] == "slurm_backfill.waiting"
+    assert reasons["short"] == ("slurm_backfill.backfilled", {"position": 3, "of": 3})
+    quiet = state(0.0, job("a", 2, arrival=1.0))
+    assert policy().schedule(quiet, 0.0).reasons()["a"].code == "slurm_backfill.started"

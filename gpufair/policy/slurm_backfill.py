@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gpufair.model import Assignment, ClusterState, Job, Plan
+from gpufair.model import Assignment, ClusterState, Job, Plan, Reason
 from gpufair.policy.base import PolicyBase
 from gpufair.settings import setting
 
@@ -234,9 +234,35 @@ class SlurmBackfillPolicy(PolicyBase):
             active, key=lambda j: j.arrival_s))}
         head = f", head {reserved[0].job_id} reserved at {reserved[0].start_s:g}" \
             if reserved else ""
+
+        def explain() -> dict[str, Reason]:
+            # in Slurm's terms: running to its time limit, started in submission order,
+            # backfilled past a reservation it cannot delay, given a reservation, or waiting
+            ends = {j.id: (j.start_s if j.start_s is not None else now) + self.time_limit(j)
+                    for j in active if j.id in running}
+            first_reservation = {r.job_id: i for i, r in enumerate(reserved)}
+            out: dict[str, Reason] = {j: Reason(f"{self.name}.running", {"ends_by_s": t})
+                                      for j, t in ends.items()}
+            waited = 0   # reservations ahead of a job in the queue
+            planned = {a.job_id for a in started}
+            starts = {r.job_id: r.start_s for r in reserved}
+            for position, job in enumerate(queue, 1):
+                figures: dict[str, float | int | str] = {"position": position,
+                                                         "of": len(queue)}
+                if job.id in planned:
+                    code = "backfilled" if waited else "started"
+                elif job.id in starts:
+                    code = "reserved"
+                    figures["start_s"] = starts[job.id]
+                    waited = first_reservation[job.id] + 1
+                else:
+                    code = "waiting"
+                out[job.id] = Reason(f"{self.name}.{code}", figures)
+            return out
+
         return Plan(assignments=(*kept, *started), priorities=ranks,
                     reason=f"{self.name}: {len(started)} started, {len(reserved)} "
-                           f"reserved{head}")
+                           f"reserved{head}", explain=explain)
 
     @staticmethod
     def may_keep(job: Job, state: ClusterState) -> bool:
