@@ -6,8 +6,9 @@ Each bench here runs as a user runs it (``python bench/NAME.py ARGS``, a fresh p
 the repository root) and must exit 0 and print a line of its table. The figures are not
 checked: benches measure, tests judge. Two at a time (the machine has two cores).
 
-``bench/slurm_soak.py`` needs a real Slurm: its smoke run is in ``tests/integration``.
-A new bench must be added to ``SMOKE`` (the last test fails otherwise).
+``bench/slurm_soak.py`` and ``bench/slurm_rpcs.py`` bring up a Slurm of their own and are
+run by hand (ELSEWHERE). A new bench must be added to ``SMOKE`` (the last test fails
+otherwise).
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "bench_simulation.py": (["--quick"], "avg JCT s"),
     "bench_themis.py": (["--reps", "1", "--mix", "insensitive"], "knapsack"),
     "bench_yarn.py": (["--apps", "4"], "snapshot wall s"),
+    "capture_overhead.py": (["--policies", "fifo", "--repeat", "1", "--size", "30/8"],
+                            "| fifo |"),
+    "report_size.py": (["--jobs", "200", "--runs", "2", "--tenants", "4", "--days", "1"],
+                       " MB |"),
+    "site_scale.py": (["--jobs", "200", "--nodes", "16", "--policies", "fifo"], "| fifo |"),
+    "slurm_backfill_fidelity.py": ([], "| fifo_backfill |"),
     "explain_cost.py": (["--jobs", "30", "--cluster", "v100:8", "--policies", "fifo"],
                         "| fifo | 30 |"),
     "host_room.py": (["--jobs", "30", "--spec", "v100:16,k80:16", "--repeat", "1"], "| fifo |"),
@@ -57,8 +64,10 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "shockwave_tradeoff.py": (["--exponents", "1", "--makespan-weights", "1",
                                "--artifact-budget-weights", "1"], "artifact recorded"),
 }
-#: benches with a smoke run elsewhere, or that are helpers of other benches
-ELSEWHERE = {"slurm_soak.py", "shared_data.py"}
+#: not run here: a helper of other benches, and the two that bring up a loopback Slurm of
+#: their own (minutes each; run by hand against a change to the Slurm adapter or daemon:
+#: the figures in docs/deploy.md come from them)
+ELSEWHERE = {"shared_data.py", "slurm_soak.py", "slurm_rpcs.py"}
 
 
 def _run(script: str) -> str | None:

@@ -117,8 +117,10 @@ def test_a_pending_array_record_is_left_whole(tmp_path):
     slurm.jobs["12"].update(array_job_id=7, array_task_id=5)
     adapter = SlurmAdapter(slurm, SlurmSettings(), clock=lambda: slurm.clock)
     view = adapter.view()
-    assert set(view.jobs) == {"7_8", "12"} and view.jobs["7_8"].record == "7"
-    assert adapter.show_reasons({"7_8": "waiting", "12": "waiting"}) == 1
+    # every task still in the record is a job of its own (arrays start as many as fit)
+    assert set(view.jobs) == {"7_8", "7_9", "12"}
+    assert view.jobs["7_8"].record == view.jobs["7_9"].record == "7"
+    assert adapter.show_reasons({"7_8": "waiting", "7_9": "waiting", "12": "waiting"}) == 1
     # the split-out task by its Slurm name; nothing to the array's record
     assert slurm.verbs[("update", "7_5")] == 1
-    assert not {j for (verb, j) in slurm.verbs if verb == "update"} & {"7", "7_8"}
+    assert not {j for (verb, j) in slurm.verbs if verb == "update"} & {"7", "7_8", "7_9"}
