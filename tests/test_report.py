@@ -22,6 +22,7 @@ from gpufair.report import render as render_module
 from gpufair.report import write_report
 from gpufair.results import ResultsWriter, input_file
 from tests.browser import ink_fraction, open_page, request_host
+from tests.test_shadow_report import shadow_store
 
 html5lib = pytest.importorskip("html5lib")
 
@@ -51,6 +52,11 @@ def made(tmp_path_factory) -> dict[str, Path]:
                  str(DATA / "sinfo.json"), "--policy", "themis", "--report",
                  str(tmp / "dry.html")]) == 0
     out["dry"] = tmp / "dry.html"
+    shadow_store(tmp / "shadow.db").close()   # a shadow run's store (test_shadow_report)
+    assert main(["shadow-report", "--store", str(tmp / "shadow.db"), "--out",
+                 str(tmp / "shadow")]) == 0
+    assert main(["report", str(tmp / "shadow"), "-o", str(tmp / "shadow.html")]) == 0
+    out["shadow"] = tmp / "shadow.html"
     out["replay_dir"] = _replay_results(tmp / "replay")
     write_report([out["replay_dir"]], tmp / "replay.html")
     out["replay"] = tmp / "replay.html"
@@ -97,6 +103,8 @@ PAGES = {
     "both": ("Three <policies> & a title", ["policies", "tenants", "cluster", "inputs"],
              3 + 3 + 2),
     "dry": ("gpufair dry-run: themis", ["dry", "inputs"], 0),
+    "shadow": ("gpufair shadow: slurm, fifo", ["policies", "tenants", "cluster", "dry",
+                                                "inputs"], 6),
     "replay": ("gpufair replay: as_run, fifo, themis",
                ["policies", "tenants", "cluster", "replay", "inputs"], 3 + 3 + 2),
 }
