@@ -138,11 +138,15 @@ def _status(sweep: Any, as_json: bool) -> int:
 
 
 def _collect(sweep: Any, as_json: bool) -> int:
+    from gpufair.errors import InputError
     from gpufair.results.reader import read_results
-    from gpufair.sweep.run import completed_cells
+    from gpufair.sweep.run import cell_dir
     rows: list[dict[str, Any]] = []
-    for cell, path in completed_cells(sweep):
-        metrics = read_results(path).metrics.iloc[0].to_dict()
+    for cell in sweep.cells:
+        try:   # the reader's own checks (meta.json, every file's sha256): read once
+            metrics = read_results(cell_dir(sweep, cell)).metrics.iloc[0].to_dict()
+        except InputError:
+            continue   # no result yet, or a broken one a run replaces: counted as missing
         rows.append({"cell": cell.index, **cell.label(), **metrics})
     missing = len(sweep.cells) - len(rows)
     if as_json:

@@ -240,21 +240,20 @@ class SlurmBackfillPolicy(PolicyBase):
             # backfilled past a reservation it cannot delay, given a reservation, or waiting
             ends = {j.id: (j.start_s if j.start_s is not None else now) + self.time_limit(j)
                     for j in active if j.id in running}
-            first_reservation = {r.job_id: i for i, r in enumerate(reserved)}
             out: dict[str, Reason] = {j: Reason(f"{self.name}.running", {"ends_by_s": t})
                                       for j, t in ends.items()}
-            waited = 0   # reservations ahead of a job in the queue
+            behind_a_reservation = False   # a later job that starts now was backfilled
             planned = {a.job_id for a in started}
             starts = {r.job_id: r.start_s for r in reserved}
             for position, job in enumerate(queue, 1):
                 figures: dict[str, float | int | str] = {"position": position,
                                                          "of": len(queue)}
                 if job.id in planned:
-                    code = "backfilled" if waited else "started"
+                    code = "backfilled" if behind_a_reservation else "started"
                 elif job.id in starts:
                     code = "reserved"
                     figures["start_s"] = starts[job.id]
-                    waited = first_reservation[job.id] + 1
+                    behind_a_reservation = True
                 else:
                     code = "waiting"
                 out[job.id] = Reason(f"{self.name}.{code}", figures)

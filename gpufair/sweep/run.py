@@ -15,7 +15,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,9 +141,3 @@ def _report(outcome: CellOutcome, progress: Callable[[int], Any] | None) -> Cell
     if progress is not None:
         progress(1)
     return outcome
-
-
-def completed_cells(sweep: Sweep) -> Iterator[tuple[Cell, Path]]:
-    for cell in sweep.cells:
-        if is_done(sweep, cell):
-            yield cell, cell_dir(sweep, cell)
