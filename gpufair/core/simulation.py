@@ -226,9 +226,19 @@ def fewer_collections() -> Iterator[None]:
 def _run(sim: TraceSimulator, rounds: Round, after_decision: Callable[[], object] | None,
          deadline: float | None, decision_times: list[float] | None) -> bool:
     skips = not getattr(rounds.policy, "observes_every_event", True)
+    # (a policy that says it must see every event is shown every round too)
+    settles = skips and getattr(rounds.policy, "plans_from_changes_only", False)
+    settled_at = None   # sim.changes when a preemptive decision last found nothing to do
     while not sim.finished:
         if deadline is not None and time.perf_counter() >= deadline:
             return False
+        if settled_at == sim.changes and sim.at_round_boundary:
+            # nothing the plan depends on changed since a round's plan asked for no action:
+            # this one would be the same plan, and ask for none (issue 31: on a full cluster
+            # most rounds of a long history pass so, each a walk over thousands waiting)
+            rounds.skip()
+            sim.advance()
+            continue
         if skips and not sim.at_round_boundary and not sim.may_start_any():
             # a fill-only decision where no waiting job fits the idle GPUs starts nothing
             # whatever the plan (between boundaries the diff only starts jobs on idle GPUs),
@@ -237,11 +247,14 @@ def _run(sim: TraceSimulator, rounds: Round, after_decision: Callable[[], object
             sim.advance()
             continue
         began = time.perf_counter()
-        result = rounds.run(sim.snapshot(), preemptive=sim.at_round_boundary)
+        preemptive = sim.at_round_boundary
+        result = rounds.run(sim.snapshot(), preemptive=preemptive)
         if decision_times is not None:
             decision_times.append(time.perf_counter() - began)
         if result.actions:
             sim.apply(result.actions)
+        if settles:
+            settled_at = sim.changes if preemptive and not result.actions else None
         if after_decision is not None:
             after_decision()
         sim.advance()

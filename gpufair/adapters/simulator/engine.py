@@ -163,6 +163,14 @@ class TraceSimulator:
         self._ended: list[SimJob] = []
         self._previous_round: set[str] = set()
         self._stalled = 0
+        #: rounds counted, and the active jobs summed over them (:meth:`_count_active_round`)
+        self._rounds_counted = 0
+        self._active_counted = 0
+        self._adapting = 0   # active jobs that may change their batch size
+        #: changes other than the clock and the progress of running jobs (arrivals, ends,
+        #: actions carried out, batch-size switches), counted: a caller whose policy plans
+        #: from those alone knows that an unchanged count means an unchanged plan
+        self.changes = 0
         self._admit()
 
     def _check_horizon(self) -> None:
@@ -206,13 +214,19 @@ class TraceSimulator:
         return smallest <= idle
 
     def snapshot(self) -> ClusterState:
-        jobs = [self._record(j) for j in self._active]
+        # a waiting job's record stands until it is started or its batch size changes (both
+        # clear ``record_key``): thousands wait on a full cluster, and checking each one's
+        # key at every event was the largest part of a long history's snapshots (issue 31)
+        record = self._record
+        jobs = [j.record if not j.held and j.record_key is not None and not j.record_key[1]
+                else record(j) for j in self._active]
         jobs += [self._record(j) for j in self._ended]
         self._ended = []
         return ClusterState(time_s=self.now, nodes=self.nodes, jobs=tuple(jobs),
                             gpu_types=self._gpu_types)
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
+        self.changes += 1   # (even if every action is refused: nothing is assumed)
         by_id = {j.id: j for j in self._active}
         held = {g for j in self._active for g in j.held}
         results = []
@@ -287,6 +301,7 @@ class TraceSimulator:
         return ""
 
     def _start(self, job: SimJob, gpus: tuple[str, ...], moved: bool) -> None:
+        job.record_key = None   # (see snapshot: a started job's record is made anew)
         first = job.start_s is None
         if first:
             job.start_s = self.now
@@ -360,6 +375,9 @@ class TraceSimulator:
                 self._arrivals[self._next_arrival] <= self.now + _EPS:
             job = self.jobs[self._next_arrival]
             job.admitted = True
+            job.counted_at_admission = (self._rounds_counted, self._active_counted)
+            self.changes += 1
+            self._adapting += job.adapts
             self._active.append(job)
             self._next_arrival += 1
 
@@ -372,6 +390,9 @@ class TraceSimulator:
         job.finished = True
         job.failed_out = failed
         job.finish_s = when
+        self._count_job_rounds(job)
+        self._adapting -= job.adapts
+        self.changes += 1
         if self.capture is not None:
             self.capture.held(job, None, when)
         self._active.remove(job)
@@ -389,6 +410,8 @@ class TraceSimulator:
         if not any(r > 0 for r in profile.rates.values()):
             return  # the key is missing: the change is reverted
         old = job.batch
+        job.record_key = None   # (see snapshot)
+        self.changes += 1
         if self.semantics.switch_rounds_epoch_up:
             total, run = rescale_steps(job.model, int(job.total), int(job.run), old, new)
             job.total, job.run = float(total), float(run)
@@ -399,6 +422,8 @@ class TraceSimulator:
         job.batch_changes.append(new)
 
     def _evaluate_switch_rules(self) -> None:
+        if not self._adapting:   # most traces (every history) have no job that adapts
+            return
         for job in self._active:
             if job.adapts:
                 update_switch_flags(job.flags, job.model, job.mode, job.b0, job.batch, job.sf,
@@ -407,9 +432,18 @@ class TraceSimulator:
                     self._switch_batch(job)
 
     def _count_active_round(self) -> None:
-        for job in self._active:
-            job.active_rounds += 1
-            job.active_sum += len(self._active)
+        """One more round for every active job, each seeing ``len(self._active)`` active:
+        kept as running totals that a job reads the difference of when it ends
+        (:meth:`_count_job_rounds`), not added to each of thousands of waiting jobs."""
+        self._rounds_counted += 1
+        self._active_counted += len(self._active)
+
+    def _count_job_rounds(self, job: SimJob) -> None:
+        """The job's active rounds and the sum of the active counts it saw, from the running
+        totals at its admission (integers: the sums are exact, as the per-job ones were)."""
+        rounds, active = job.counted_at_admission
+        job.active_rounds = self._rounds_counted - rounds
+        job.active_sum = float(self._active_counted - active)
 
     def _no_progress(self) -> None:
         """Nothing ran: jump to the next arrival, or detect a policy that starves jobs."""

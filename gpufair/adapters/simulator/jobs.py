@@ -43,8 +43,11 @@ class SimJob:
     held: tuple[str, ...] = ()
     restarts: int = 0
     overhead_left_s: float = 0.0
+    # rounds the job was active and the active jobs summed over them: set when it ends
+    # (TraceSimulator._count_job_rounds), from the simulator's totals at its admission
     active_rounds: int = 0
     active_sum: float = 0.0
+    counted_at_admission: tuple[int, int] = (0, 0)
     batch_changes: list[int] = field(default_factory=list)
     profile: ThroughputProfile = field(default_factory=ThroughputProfile)
     batch_rates: tuple[tuple[int, float], ...] = ()
