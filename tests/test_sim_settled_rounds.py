@@ -3,20 +3,23 @@ full cluster). Each skip must leave every job's start and finish exactly where i
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from gpufair.adapters.simulator.semantics import ARTIFACT
 from gpufair.core.round import Round
 from gpufair.core.simulation import SimulationSpec, build_simulator, run_to_end
-from gpufair.model import Preempt, Start
+from gpufair.model import ClusterState, Job, JobState, Preempt, Start
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 
 
-def _fifo_run(semantics: str, settles: bool, monkeypatch) -> tuple[list, list, int, int]:
+def _run(name: str, options: dict, semantics: str, settles: bool, monkeypatch):
     sim = build_simulator(SimulationSpec(semantics=semantics))   # the 60-job demo, 16 GPUs
-    policy = create_policy("fifo", PolicyConfig(round_s=sim.round_s))
-    monkeypatch.setattr(type(policy), "plans_from_changes_only", settles, raising=False)
+    policy = create_policy(name, PolicyConfig(round_s=sim.round_s, options=options))
+    if not settles:
+        monkeypatch.setattr(type(policy), "plan_holds_for_s", None)
     asked = []
     schedule = policy.schedule
     policy.schedule = lambda state, now: asked.append(now) or schedule(state, now)
@@ -28,25 +31,45 @@ def _fifo_run(semantics: str, settles: bool, monkeypatch) -> tuple[list, list, i
 
 
 @pytest.mark.parametrize("semantics", ["clean", ARTIFACT.name])
-def test_fifo_skips_rounds_where_nothing_changed_with_the_same_outcomes(semantics,
-                                                                        monkeypatch) -> None:
+@pytest.mark.parametrize(("name", "options"), [
+    ("fifo", {}), ("las", {}), ("las", {"queue_thresholds_gpu_s": [300.0, 2000.0]})])
+def test_rounds_where_nothing_the_plan_reads_changed_are_skipped_with_the_same_outcomes(
+        name, options, semantics, monkeypatch) -> None:
     """Once a round's plan asks for nothing, the rounds after it with no arrival, no end and
-    no action are not planned: FIFO's plan depends on none of what they change (the clock,
-    progress). Same outcomes, starts and finishes to the bit, same decisions counted, fewer
-    plans made."""
-    outcomes, starts, decisions, asked = _fifo_run(semantics, True, monkeypatch)
-    full_outcomes, full_starts, full_decisions, full_asked = _fifo_run(semantics, False,
-                                                                       monkeypatch)
+    no action, before the policy's plan can move with the clock (FIFO: never; LAS: when a
+    running job could reach its next queue threshold), are not planned. Same outcomes,
+    starts and finishes to the bit, same decisions counted, fewer plans made; with low
+    thresholds LAS demotes jobs mid-run, and those rounds are still planned."""
+    outcomes, starts, decisions, asked = _run(name, options, semantics, True, monkeypatch)
+    full_outcomes, full_starts, full_decisions, full_asked = _run(name, options, semantics,
+                                                                  False, monkeypatch)
     assert outcomes == full_outcomes and starts == full_starts
     assert decisions == full_decisions
     assert asked < full_asked
 
 
-def test_las_is_shown_every_round_since_attained_service_moves_its_plan() -> None:
-    """LAS reorders as running jobs gain service, with no arrival or end: it does not claim
-    to plan from changes alone, so no round of it is skipped as settled."""
-    assert not getattr(create_policy("las", PolicyConfig()), "plans_from_changes_only", False)
-    assert not getattr(create_policy("srtf", PolicyConfig()), "plans_from_changes_only", False)
+def _running(job_id: str, gpus: int, attained_s: float) -> Job:
+    return Job(id=job_id, gpus=gpus, state=JobState.RUNNING, attained_s=attained_s,
+               gpus_held=tuple(f"g{job_id}:{i}" for i in range(gpus)))
+
+
+def test_las_plan_holds_until_the_first_running_job_could_cross_a_threshold() -> None:
+    las = create_policy("las", PolicyConfig(options={"queue_thresholds_gpu_s": [100.0, 400.0]}))
+    state = ClusterState(time_s=0.0, nodes=(), jobs=(
+        _running("a", 2, 10.0),      # 20 GPU-s: 80 to the first threshold, 40 s on 2 GPUs
+        _running("b", 1, 150.0),     # past the first: 250 to the second
+        Job(id="w", gpus=1, state=JobState.PENDING, attained_s=99.0),   # waits: gains none
+        _running("c", 4, 200.0)))    # past the last threshold: never moves again
+    assert las.plan_holds_for_s(state) == pytest.approx(40.0 - 1e-3)
+    assert las.plan_holds_for_s(ClusterState(time_s=0.0, nodes=(), jobs=(
+        _running("c", 4, 200.0),))) == math.inf
+    assert create_policy("fifo", PolicyConfig()).plan_holds_for_s(state) == math.inf
+
+
+def test_srtf_is_shown_every_round_since_progress_moves_its_plan() -> None:
+    """SRTF reorders as running jobs progress, with no arrival or end: it does not say how
+    long its plan holds, so no round of it is skipped as settled."""
+    assert getattr(create_policy("srtf", PolicyConfig()), "plan_holds_for_s", None) is None
 
 
 def test_a_job_started_and_preempted_between_two_snapshots_gets_a_new_record() -> None:

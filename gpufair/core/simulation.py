@@ -227,15 +227,17 @@ def _run(sim: TraceSimulator, rounds: Round, after_decision: Callable[[], object
          deadline: float | None, decision_times: list[float] | None) -> bool:
     skips = not getattr(rounds.policy, "observes_every_event", True)
     # (a policy that says it must see every event is shown every round too)
-    settles = skips and getattr(rounds.policy, "plans_from_changes_only", False)
+    holds_for = getattr(rounds.policy, "plan_holds_for_s", None) if skips else None
     settled_at = None   # sim.changes when a preemptive decision last found nothing to do
+    settled_until = -math.inf   # and till when its plan stands with nothing else changed
     while not sim.finished:
         if deadline is not None and time.perf_counter() >= deadline:
             return False
-        if settled_at == sim.changes and sim.at_round_boundary:
-            # nothing the plan depends on changed since a round's plan asked for no action:
-            # this one would be the same plan, and ask for none (issue 31: on a full cluster
-            # most rounds of a long history pass so, each a walk over thousands waiting)
+        if settled_at == sim.changes and sim.at_round_boundary and sim.now < settled_until:
+            # nothing the plan depends on changed since a round's plan asked for no action,
+            # and the policy says the clock and progress alone do not move it yet: this one
+            # would be the same plan, and ask for none (issue 31: on a full cluster most
+            # rounds of a long history pass so, each a walk over thousands of waiting jobs)
             rounds.skip()
             sim.advance()
             continue
@@ -248,13 +250,16 @@ def _run(sim: TraceSimulator, rounds: Round, after_decision: Callable[[], object
             continue
         began = time.perf_counter()
         preemptive = sim.at_round_boundary
-        result = rounds.run(sim.snapshot(), preemptive=preemptive)
+        state = sim.snapshot()
+        result = rounds.run(state, preemptive=preemptive)
         if decision_times is not None:
             decision_times.append(time.perf_counter() - began)
         if result.actions:
             sim.apply(result.actions)
-        if settles:
-            settled_at = sim.changes if preemptive and not result.actions else None
+        if holds_for is not None:
+            settled = preemptive and not result.actions
+            settled_at = sim.changes if settled else None
+            settled_until = state.time_s + holds_for(result.state) if settled else -math.inf
         if after_decision is not None:
             after_decision()
         sim.advance()

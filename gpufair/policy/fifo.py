@@ -3,19 +3,20 @@ but an earlier job always reclaims GPUs from later ones (arrival order is the pr
 
 from __future__ import annotations
 
-from typing import ClassVar
+import math
 
-from gpufair.model import Job
+from gpufair.model import ClusterState, Job
 from gpufair.policy.ordering import OrderingPolicy
 
 
 class FifoPolicy(OrderingPolicy):
     name = "fifo"
-    #: the plan depends on which jobs are active, what they are and which GPUs they hold,
-    #: never on the clock or on progress (the key is the arrival), and nothing is kept between
-    #: decisions: a simulator may skip a round in which none of that changed since a round
-    #: that asked for no action (core.simulation.run_to_end)
-    plans_from_changes_only: ClassVar[bool] = True
+    def plan_holds_for_s(self, state: ClusterState) -> float:
+        """For ever: the plan depends on which jobs are active, what they are and which GPUs
+        they hold, never on the clock or on progress (the key is the arrival), and nothing is
+        kept between decisions. A simulator skips the rounds in which none of that changed
+        since a round that asked for no action (core.simulation.run_to_end)."""
+        return math.inf
 
     def sort_key(self, job: Job, now: float) -> tuple[float, ...]:
         return (job.arrival_s,)

@@ -9,9 +9,10 @@ Tiresias from preempting on every small difference in attained service.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 
-from gpufair.model import Job
+from gpufair.model import ClusterState, Job
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.ordering import OrderingPolicy
 from gpufair.settings import setting
@@ -33,6 +34,22 @@ class LasPolicy(OrderingPolicy):
 
     def sort_key(self, job: Job, now: float) -> tuple[float, ...]:
         return (bisect.bisect_right(self.thresholds, job.attained_s * job.gpus), job.arrival_s)
+
+    def plan_holds_for_s(self, state: ClusterState) -> float:
+        """Seconds the plan made on ``state`` stays the plan while no job arrives, ends or
+        changes GPUs: until a running job's attained service could reach the next threshold
+        (a job's queue is all its key reads of the clock; a waiting job gains none). Attained
+        time grows at most one second a second; a millisecond is kept in hand against the
+        rounding of its sums. A simulator skips the rounds before then that change nothing
+        else (core.simulation.run_to_end)."""
+        soonest = math.inf
+        for job in state.jobs:
+            if job.gpus_held:
+                attained = job.attained_s * job.gpus
+                level = bisect.bisect_right(self.thresholds, attained)
+                if level < len(self.thresholds):
+                    soonest = min(soonest, (self.thresholds[level] - attained) / job.gpus)
+        return soonest - 1e-3
 
     def key_figures(self, job: Job, now: float) -> dict[str, float | int | str]:
         """Tiresias's terms: the job's queue (0 first) and the attained service that put it
