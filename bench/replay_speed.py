@@ -10,7 +10,8 @@ Two tables (markdown):
    without GPUs and cancelled ones), each step's wall seconds and the peak RSS of the process
    that does it (a fresh subprocess, so nothing else is counted);
 2. a history of N jobs (default the 15,000 of the Helios DIR-LAB cut in
-   ``../shared/data/histories``, else the bundled 1,000) through each policy: wall seconds,
+   ``../shared/data/histories``, else the bundled 1,000) through each policy (default: every
+   baseline; ``tenant_max_min`` is max_min with ``level = "tenant"``): wall and CPU seconds,
    rounds, whether the time limit cut it short. The issue's budgets: baselines < 60 s, Themis,
    OEF, Gandiva_fair and AFS < 5 min, Shockwave < 10 min.
 """
@@ -30,7 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_HELIOS = REPO.parents[1] / "shared" / "data" / "histories" / "helios_15k_dirlab.csv"
 HEADER = ("JobID|User|Account|QOS|Partition|Submit|Start|End|State|AllocTRES|ReqTRES|NNodes|"
           "JobName")
-BASELINES = "fifo,srtf,las,max_min"
+BASELINES = ("fifo,srtf,las,max_min,max_sum_throughput,min_total_duration,slurm_backfill,"
+             "tenant_max_min")
+#: bench labels that are a policy with options: the label, the policy, its config section
+VARIANTS = {"tenant_max_min": ("max_min", '[policies.max_min]\nlevel = "tenant"\n')}
 
 
 def write_sacct(path: Path, lines: int, seed: int) -> None:
@@ -101,17 +105,24 @@ def bench_policies(history: str, jobs: int | None, policies: list[str],
         cut.write_text("\n".join(lines) + "\n", encoding="utf-8")
         source = cut
     rows = []
-    for policy in policies:
+    for label in policies:
+        policy, options = VARIANTS.get(label, (label, None))
+        config = []
+        if options is not None:   # (tenant-level max_min: the OEF paper's Gavel)
+            path = Path(tempfile.mkdtemp()) / "gpufair.toml"
+            path.write_text(options, encoding="utf-8")
+            config = ["--config", str(path)]
         began = time.perf_counter()
         cpu0 = _children_cpu()
         proc = subprocess.run([sys.executable, "-m", "gpufair", "replay", str(source),
                                "--policies", policy, "--json", "--time-limit",
-                               str(time_limit), *cluster], capture_output=True, text=True)
+                               str(time_limit), *cluster, *config],
+                              capture_output=True, text=True)
         wall = time.perf_counter() - began
         cpu = _children_cpu() - cpu0
         reports = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
         run = next((r for r in reports if r.get("policy") == policy), None)
-        rows.append({"policy": policy, "exit": proc.returncode, "wall_s": wall, "cpu_s": cpu,
+        rows.append({"policy": label, "exit": proc.returncode, "wall_s": wall, "cpu_s": cpu,
                      "jobs": run["trace_jobs"] if run else None,
                      "finished": run["num_jobs"] if run else None,
                      "rounds": run["rounds"] if run else None,
