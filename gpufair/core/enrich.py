@@ -20,9 +20,9 @@ at the new size corrects it.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 from gpufair.model import ClusterState, Job, JobState, ThroughputProfile, node_of
+from gpufair.model.records import job_replaced
 from gpufair.profiler.profiler import JobLog, Profiler
 
 log = logging.getLogger("gpufair.profiles")
@@ -90,7 +90,7 @@ def with_default_profiles(state: ClusterState) -> ClusterState:
         if usable is not None:   # no rate on a type it may not use: no placement there
             allowed_rates = {k: r for k, r in job.throughput.rates.items() if k[0] in usable}
             if len(allowed_rates) != len(job.throughput.rates):
-                job = replace(job, throughput=ThroughputProfile(allowed_rates))
+                job = job_replaced(job, throughput=ThroughputProfile(allowed_rates))
         allowed = [t for t in types if usable is None or t in usable]
         known = [r for t in allowed if (r := job.throughput.rate(t, job.gpus)) is not None]
         if allowed and len(known) < len(allowed):
@@ -102,7 +102,7 @@ def with_default_profiles(state: ClusterState) -> ClusterState:
                 stay = not here or gpu_type in here
                 rates.setdefault((gpu_type, job.gpus),
                                  base if stay else base * (1 - STAY_MARGIN))
-            job = replace(job, throughput=ThroughputProfile(rates))
+            job = job_replaced(job, throughput=ThroughputProfile(rates))
         if job.elastic and allowed:
             job = _linear_elsewhere(job, allowed, state.gpu_count())
         jobs.append(job)
@@ -121,4 +121,4 @@ def _linear_elsewhere(job: Job, types: list[str], cluster_gpus: int) -> Job:
             rates.setdefault((gpu_type, count), base * count / job.gpus)
     if len(rates) == len(job.throughput.rates):
         return job
-    return replace(job, throughput=ThroughputProfile(rates))
+    return job_replaced(job, throughput=ThroughputProfile(rates))

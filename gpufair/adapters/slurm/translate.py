@@ -40,10 +40,13 @@ from gpufair.model import (
     JobState,
     Node,
     NodeState,
+    Progress,
     Tenant,
+    ThroughputProfile,
     gpu_id,
     node_of,
 )
+from gpufair.model.records import job_replaced
 
 #: Slurm job states → model states; None: holds resources but is in transition (see below).
 JOB_STATES: dict[str, JobState | None] = {
@@ -219,6 +222,8 @@ def _int(raw: Mapping[str, Any], key: str, hi: int = _MAX_U32) -> int | None:
 def _text(raw: Mapping[str, Any], key: str) -> str:
     """A text field ("" when absent or null)."""
     value = raw.get(key)
+    if type(value) is str and value.isascii():   # most fields: no more checks needed
+        return value
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -323,7 +328,9 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
     parsed: list[_Parsed] = []
     waiting: list[tuple[Job, str]] = []
     never_met: dict[str, tuple[bool | None, str]] = {}
-    for i, raw in sorted(enumerate(records), key=lambda item: _submission_order(item[1])):
+    orders = [_submission_order(raw) for raw in records]
+    for i in sorted(range(len(records)), key=orders.__getitem__):
+        raw = records[i]
         where = _where(source, raw, i)
         try:
             result = _job(raw, now, managed, hosts)
@@ -354,7 +361,7 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
             blocked.update(held)
             continue
         for job, info in _array_tasks(*result, raw, site, capacity):
-            order = _submission_order(raw)
+            order = orders[i]
             if info.record:   # a task of the record: at its place among its split-out peers
                 order = (order[0], int(job.id.partition("_")[2]), "")
             parsed.append(_Parsed(i, raw, where, job, info, order))
@@ -669,7 +676,7 @@ def _elastic(job: Job, raw: Mapping[str, Any], problems: list[str], where: str) 
         problems.append(f"{where}: comment {_show(words[0])} {problem}; scheduled as a rigid "
                         f"job of {job.gpus} GPUs")
         return job
-    return replace(job, min_gpus=low, max_gpus=high)
+    return job_replaced(job, min_gpus=low, max_gpus=high)
 
 
 def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job:
@@ -709,8 +716,8 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job
     if typed is None:
         per_job = parse_gpu_entries(_text(raw, "tres_per_job"))
         typed = per_job[0].gpu_type if per_job else None
-    return replace(job, allowed_nodes=allowed, nodes=nodes,
-                   gpu_types=(typed,) if typed else None)
+    return job_replaced(job, allowed_nodes=allowed, nodes=nodes,
+                        gpu_types=(typed,) if typed else None)
 
 
 def _allowed_nodes(site: _Site, parts: tuple[str, ...], wanted: str, excluded: Sequence[str],
@@ -1125,6 +1132,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         gpus_held=held_gpus if running else (),
         log_path=_log_path(raw, int(record or job_id), array_id, user, hosts),
         owner_uid=user_id, owner_gid=_int(raw, "group_id"), host=host_request(raw),
+        progress=_NO_PROGRESS, throughput=_NO_PROFILE,
     )
     info = SlurmJobInfo(
         job_id=job_id, raw_state=raw_state, partition=partition, reason=reason,
@@ -1141,6 +1149,10 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
     return job, info
 
 
+#: what a job fresh from Slurm has measured: nothing. Both are immutable, so every job shares
+#: one of each (their default factories made two objects per job, 100,000 a round)
+_NO_PROGRESS = Progress()
+_NO_PROFILE = ThroughputProfile()
 #: ``--exclusive`` (``none``) and ``--exclusive=user`` (``user``): no node shared with another
 #: job of gpufair's (the second is looser in Slurm; as strict here: never placed wrong)
 _EXCLUSIVE = frozenset({"none", "user"})
@@ -1219,7 +1231,7 @@ def _array_tasks(job: Job, info: SlurmJobInfo, raw: Mapping[str, Any], site: _Si
     out = []
     for task in tasks.ids(at_most):
         task_id = f"{array}_{task}"
-        out.append((replace(job, id=task_id), replace(info, job_id=task_id)))
+        out.append((job_replaced(job, id=task_id), replace(info, job_id=task_id)))
     return out
 
 

@@ -1,0 +1,75 @@
+"""The Slurm read side at site scale (issue 30): faster translation, same snapshot out."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpufair.adapters.slurm.gres import parse_gpu_entries
+from gpufair.adapters.slurm.hostlist import expand_hostlist
+from gpufair.adapters.slurm.translate import translate
+from gpufair.model import Job, JobState, ThroughputProfile
+from gpufair.model.records import job_replaced
+from gpufair.model.snapshot import state_to_dict
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from site_scale import NOW, site_documents
+
+#: sha256 of the translated view of ``site_documents(200, 16, seed=3)`` (state, job infos,
+#: problems, waiting jobs) as made by main at 2ae6158, before the issue-30 speed-ups of the
+#: translation: they must not change a byte of it. A deliberate change of the translation
+#: (or of the generator) changes it too: regenerate with ``_view_digest()`` and say why.
+SITE_VIEW_SHA256 = "61b9750f652a90d05a38ad012dfaa8d95d665dbe2c66b9900179497c5764ae49"
+
+
+def _view_digest() -> tuple[str, int]:
+    jobs, nodes = site_documents(200, 16, 3)
+    view = translate(jobs, nodes, now=float(NOW), managed_partitions=("gpu", "gpu-long"),
+                     source="cli")
+    text = json.dumps({"state": state_to_dict(view.state),
+                       "infos": [repr(view.jobs[k]) for k in sorted(view.jobs)],
+                       "problems": list(view.problems),
+                       "waiting": [[repr(j), w] for j, w in view.waiting]}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest(), len(view.state.jobs)
+
+
+def test_the_generated_site_translates_to_the_same_view_as_before():
+    digest, jobs = _view_digest()
+    assert jobs == 327   # running, waiting and array tasks of the 200 records
+    assert digest == SITE_VIEW_SHA256
+
+
+def test_job_replaced_is_dataclasses_replace():
+    job = Job("7", tenant="a", gpus=2, state=JobState.RUNNING, gpus_held=("n1:0", "n1:1"),
+              throughput=ThroughputProfile({("a100", 2): 3.0}), allowed_nodes=("n1",))
+    changes = {"attained_s": 12.5, "arrival_s": 3.0, "allowed_nodes": None, "id": "8"}
+    fast, slow = job_replaced(job, **changes), dataclasses.replace(job, **changes)
+    assert fast == slow and fast.__dict__ == slow.__dict__
+    assert job.attained_s == 0.0 and job.id == "7"   # the original is untouched
+    with pytest.raises(TypeError, match="no_such_field"):
+        job_replaced(job, no_such_field=1)
+
+
+def test_cached_parsers_hand_out_fresh_lists():
+    """GRES strings are parsed once per string (cached): a caller changing the list it got
+    must not change what the next caller gets."""
+    first = parse_gpu_entries("gpu:a100:4(IDX:0-3)")
+    first.clear()
+    again = parse_gpu_entries("gpu:a100:4(IDX:0-3)")
+    assert [(e.gpu_type, e.count, e.indices) for e in again] == [("a100", 4, (0, 1, 2, 3))]
+    assert parse_gpu_entries("gres:gpu:2,gres:gpu:v100:1") != []
+    with pytest.raises(ValueError):   # a bad string fails at every call, not only the first
+        parse_gpu_entries("gpu:a100:x")
+    with pytest.raises(ValueError):
+        parse_gpu_entries("gpu:a100:x")
+
+
+def test_plain_host_lists_split_as_before():
+    assert expand_hostlist("n1,n2") == ["n1", "n2"]
+    assert expand_hostlist("a],b") == ["a],b"]   # an unbalanced bracket: one odd name, as before
+    assert expand_hostlist("n[1-2],m") == ["n1", "n2", "m"]
