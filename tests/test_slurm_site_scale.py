@@ -12,6 +12,7 @@ import pytest
 
 from gpufair.adapters.slurm.gres import parse_gpu_entries
 from gpufair.adapters.slurm.hostlist import expand_hostlist
+from gpufair.adapters.slurm.record_cache import RecordCache
 from gpufair.adapters.slurm.translate import translate
 from gpufair.model import Job, JobState, ThroughputProfile
 from gpufair.model.records import job_replaced
@@ -73,3 +74,45 @@ def test_plain_host_lists_split_as_before():
     assert expand_hostlist("n1,n2") == ["n1", "n2"]
     assert expand_hostlist("a],b") == ["a],b"]   # an unbalanced bracket: one odd name, as before
     assert expand_hostlist("n[1-2],m") == ["n1", "n2", "m"]
+
+
+def _same_view(a, b) -> None:
+    assert a.state == b.state
+    assert dict(a.jobs) == dict(b.jobs)
+    assert (a.problems, a.waiting, a.settling, a.held_back) == \
+        (b.problems, b.waiting, b.settling, b.held_back)
+
+
+def test_unchanged_records_are_not_translated_again_and_changes_are_seen():
+    """The adapter's record cache (issue 30): a second read of the same records translates
+    none of them again and gives the view a fresh translation gives, running jobs' attained
+    service brought up to the new "now"; a record that changed in any field is translated
+    afresh; one that fails is not cached."""
+    jobs, nodes = site_documents(200, 16, 3)
+    managed = ("gpu", "gpu-long")
+    cache = RecordCache()
+    first = translate(jobs, nodes, now=float(NOW), managed_partitions=managed, cache=cache)
+    assert (cache.hits, cache.misses) == (0, 200)
+    later = float(NOW) + 90.0
+    again = translate(jobs, nodes, now=later, managed_partitions=managed, cache=cache)
+    assert (cache.hits, cache.misses) == (200, 0)
+    _same_view(again, translate(jobs, nodes, now=later, managed_partitions=managed))
+    running = next(j for j in first.state.jobs if j.state is JobState.RUNNING and j.start_s)
+    assert next(j for j in again.state.jobs if j.id == running.id).attained_s == \
+        running.attained_s + 90.0
+
+    records = jobs["jobs"]
+    pending = next(r for r in records if r["job_state"] == "PENDING"
+                   and r.get("array_task_id") is None and r["priority"] == 0)
+    started = next(r for r in records if r["job_state"] == "RUNNING")
+    pending["priority"] = 1000                       # released
+    started["admin_comment"] += " gpufair:refused=Licenses@1"
+    started["time_limit"] = 17                       # not in the model: still a new record
+    records.append({"job_id": "not a number"})       # fails at every read, never cached
+    changed = translate(jobs, nodes, now=later, managed_partitions=managed, cache=cache)
+    assert (cache.hits, cache.misses) == (198, 3)   # two changed, the bad one again
+    _same_view(changed, translate(jobs, nodes, now=later, managed_partitions=managed))
+    assert changed.jobs[str(started["job_id"])].admin_comment.endswith("Licenses@1")
+    assert any("job #200" in p for p in changed.problems)
+    translate(jobs, nodes, now=later, managed_partitions=("gpu",), cache=cache)
+    assert cache.hits == 0   # other managed partitions: every record translated afresh

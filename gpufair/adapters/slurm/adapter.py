@@ -26,6 +26,7 @@ from gpufair.adapters.slurm.commands import (
     steps_for,
 )
 from gpufair.adapters.slurm.hostlist import expand_hostlist
+from gpufair.adapters.slurm.record_cache import RecordCache
 from gpufair.adapters.slurm.token import TokenSource
 from gpufair.adapters.slurm.translate import (
     REASON_SEP,
@@ -156,6 +157,9 @@ class SlurmAdapter:
     _logged: set[str] = field(default_factory=set, repr=False)
     #: monotonic time each job's AdminComment reason was last written (the rate limit)
     _shown_at: dict[str, float] = field(default_factory=dict, repr=False)
+    #: the last read's job records and their translations: unchanged ones are not translated
+    #: again (issue 30; see ``record_cache``)
+    records: RecordCache = field(default_factory=RecordCache, repr=False)
 
     @classmethod
     def from_settings(cls, settings: SlurmSettings, *, mode: str = "hard") -> SlurmAdapter:
@@ -242,7 +246,7 @@ class SlurmAdapter:
         jobs, nodes = self.read_documents()
         view = translate(jobs, nodes, now=self.clock(),
                          managed_partitions=self.settings.managed_partitions,
-                         source=self.transport.name)
+                         source=self.transport.name, cache=self.records)
         self._log_problems(view.problems)
         self.last_view = view
         return view

@@ -31,6 +31,7 @@ from typing import Any
 from gpufair.adapters.slurm.arrays import parse_task_list
 from gpufair.adapters.slurm.gres import parse_gpu_entries
 from gpufair.adapters.slurm.hostlist import expand_hostlist
+from gpufair.adapters.slurm.record_cache import RecordCache
 from gpufair.errors import json_kind
 from gpufair.model import (
     ClusterState,
@@ -304,11 +305,13 @@ class _Parsed:
 
 
 def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now: float,
-              managed_partitions: Sequence[str] = (), source: str = "slurm") -> SlurmView:
+              managed_partitions: Sequence[str] = (), source: str = "slurm",
+              cache: RecordCache | None = None) -> SlurmView:
     """Build the model from one jobs document and one nodes document read back to back.
 
     Never raises on the content of the documents: whatever cannot be read is in
-    ``problems``, naming the job or node and what was wrong.
+    ``problems``, naming the job or node and what was wrong. ``cache`` (the adapter's, kept
+    across reads) spares translating again the job records that did not change.
     """
     problems: list[str] = []
     managed = set(managed_partitions)
@@ -329,11 +332,13 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
     waiting: list[tuple[Job, str]] = []
     never_met: dict[str, tuple[bool | None, str]] = {}
     orders = [_submission_order(raw) for raw in records]
+    if cache is not None:
+        cache.begin((frozenset(managed), hosts))
     for i in sorted(range(len(records)), key=orders.__getitem__):
         raw = records[i]
         where = _where(source, raw, i)
         try:
-            result = _job(raw, now, managed, hosts)
+            result = _job_of(raw, now, managed, hosts, cache)
             if result is None:
                 continue
             _check_held(*result, known)
@@ -365,6 +370,8 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
             if info.record:   # a task of the record: at its place among its split-out peers
                 order = (order[0], int(job.id.partition("_")[2]), "")
             parsed.append(_Parsed(i, raw, where, job, info, order))
+    if cache is not None:
+        cache.end()
     parsed.sort(key=lambda p: p.order)
 
     parsed = _drop_conflicts(parsed, problems, blocked)
@@ -1077,6 +1084,29 @@ def _node_state(raw: Mapping[str, Any], where: str, problems: list[str]) -> Node
     return NodeState.UP
 
 
+def _job_of(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str],
+            cache: RecordCache | None) -> tuple[Job, SlurmJobInfo] | None:
+    """:func:`_job`, or the last read's translation of the same record (``cache``) with the
+    attained service of a running job brought up to ``now``."""
+    if cache is None or type(raw) is not dict or type(raw.get("job_id")) not in (int, str):
+        return _job(raw, now, managed, hosts)   # (an odd record: its problem said afresh)
+    result = cache.translated(raw, lambda: _job(raw, now, managed, hosts))
+    if result is None:
+        return None
+    job, info = result
+    if JOB_STATES[info.raw_state] is JobState.RUNNING and job.start_s:
+        attained = _attained(raw, job.start_s, now)
+        if attained != job.attained_s:
+            job = job_replaced(job, attained_s=attained)
+    return job, info
+
+
+def _attained(raw: Mapping[str, Any], start: float, now: float) -> float:
+    """A running job's service so far: since its start or its last resume."""
+    suspended = _num(raw, "suspend_time") or 0.0
+    return max(0.0, now - max(start, suspended))
+
+
 def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
          ) -> tuple[Job, SlurmJobInfo] | None:
     if not isinstance(raw, Mapping):
@@ -1106,8 +1136,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
     running = state in (JobState.RUNNING, JobState.SUSPENDED)
     attained = 0.0
     if state is JobState.RUNNING and start:
-        suspended = _num(raw, "suspend_time") or 0.0
-        attained = max(0.0, now - max(start, suspended))
+        attained = _attained(raw, start, now)
     array_id = _int(raw, "array_job_id") or 0
     record = ""
     if array_id and _array_task(raw) is None and state is JobState.PENDING:
