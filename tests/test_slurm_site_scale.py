@@ -116,3 +116,21 @@ def test_unchanged_records_are_not_translated_again_and_changes_are_seen():
     assert any("job #200" in p for p in changed.problems)
     translate(jobs, nodes, now=later, managed_partitions=("gpu",), cache=cache)
     assert cache.hits == 0   # other managed partitions: every record translated afresh
+
+
+def test_jobs_with_nothing_measured_share_one_neutral_profile_each_kind():
+    """with_default_profiles makes one neutral profile per (types allowed, GPUs, types held)
+    and hands it to every job of that kind: the same rates each job would get on its own."""
+    from gpufair.core.enrich import _usable_types, _with_defaults, with_default_profiles
+    jobs, nodes = site_documents(200, 16, 3)
+    state = translate(jobs, nodes, now=float(NOW), managed_partitions=("gpu", "gpu-long")).state
+    enriched = with_default_profiles(state)
+    type_of = {n.name: n.gpu_type for n in state.nodes}
+    types = state.gpu_type_names()
+    for before, after in zip(state.jobs, enriched.jobs, strict=True):
+        usable = _usable_types(before, type_of)
+        alone = _with_defaults(before, usable, [t for t in types if usable is None
+                                                or t in usable], type_of, state.gpu_count())
+        assert after == alone
+    profiles = {id(j.throughput) for j in enriched.jobs}
+    assert len(profiles) < len(enriched.jobs) // 10   # shared, not one per job

@@ -84,29 +84,51 @@ def with_default_profiles(state: ClusterState) -> ClusterState:
     types = state.gpu_type_names()
     type_of = {n.name: n.gpu_type for n in state.nodes}
     types_on: dict[tuple[str, ...], set[str]] = {}
+    #: the neutral profile of each (types allowed, GPUs, types held now) met so far: a job
+    #: with nothing measured gets the one its first peer got (a site's 100,000 jobs share a
+    #: few dozen; made anew for each, they were most of a round's enrichment, issue 30)
+    neutral: dict[tuple[tuple[str, ...], int, frozenset[str | None]], ThroughputProfile] = {}
+    cluster = state.gpu_count()
     jobs = []
     for job in state.jobs:
         usable = _usable_types(job, type_of, types_on)
-        if usable is not None:   # no rate on a type it may not use: no placement there
-            allowed_rates = {k: r for k, r in job.throughput.rates.items() if k[0] in usable}
-            if len(allowed_rates) != len(job.throughput.rates):
-                job = job_replaced(job, throughput=ThroughputProfile(allowed_rates))
         allowed = [t for t in types if usable is None or t in usable]
-        known = [r for t in allowed if (r := job.throughput.rate(t, job.gpus)) is not None]
-        if allowed and len(known) < len(allowed):
-            # unmeasured types: as fast as the best measured one (no speedup assumed)
-            base = max(known, default=NEUTRAL_RATE)
-            rates = dict(job.throughput.rates)
-            here = {type_of.get(node_of(g)) for g in job.gpus_held}
-            for gpu_type in allowed:
-                stay = not here or gpu_type in here
-                rates.setdefault((gpu_type, job.gpus),
-                                 base if stay else base * (1 - STAY_MARGIN))
-            job = job_replaced(job, throughput=ThroughputProfile(rates))
-        if job.elastic and allowed:
-            job = _linear_elsewhere(job, allowed, state.gpu_count())
+        if job.throughput.rates or job.elastic or not allowed:
+            jobs.append(_with_defaults(job, usable, allowed, type_of, cluster))
+            continue
+        key = (tuple(allowed), job.gpus, frozenset(type_of.get(node_of(g))
+                                                   for g in job.gpus_held))
+        profile = neutral.get(key)
+        if profile is None:
+            job = _with_defaults(job, usable, allowed, type_of, cluster)
+            neutral[key] = job.throughput
+        else:
+            job = job_replaced(job, throughput=profile)
         jobs.append(job)
     return state.with_jobs(jobs)
+
+
+def _with_defaults(job: Job, usable: set[str] | None, allowed: list[str],
+                   type_of: dict[str, str], cluster_gpus: int) -> Job:
+    """The job with rates only on the types it may use, and a rate on each of them."""
+    if usable is not None:   # no rate on a type it may not use: no placement there
+        allowed_rates = {k: r for k, r in job.throughput.rates.items() if k[0] in usable}
+        if len(allowed_rates) != len(job.throughput.rates):
+            job = job_replaced(job, throughput=ThroughputProfile(allowed_rates))
+    known = [r for t in allowed if (r := job.throughput.rate(t, job.gpus)) is not None]
+    if allowed and len(known) < len(allowed):
+        # unmeasured types: as fast as the best measured one (no speedup assumed)
+        base = max(known, default=NEUTRAL_RATE)
+        rates = dict(job.throughput.rates)
+        here = {type_of.get(node_of(g)) for g in job.gpus_held}
+        for gpu_type in allowed:
+            stay = not here or gpu_type in here
+            rates.setdefault((gpu_type, job.gpus),
+                             base if stay else base * (1 - STAY_MARGIN))
+        job = job_replaced(job, throughput=ThroughputProfile(rates))
+    if job.elastic and allowed:
+        job = _linear_elsewhere(job, allowed, cluster_gpus)
+    return job
 
 
 def _linear_elsewhere(job: Job, types: list[str], cluster_gpus: int) -> Job:
