@@ -134,3 +134,40 @@ def test_jobs_with_nothing_measured_share_one_neutral_profile_each_kind():
         assert after == alone
     profiles = {id(j.throughput) for j in enriched.jobs}
     assert len(profiles) < len(enriched.jobs) // 10   # shared, not one per job
+
+
+def test_the_cli_poll_tells_a_quiet_cluster_without_decoding_it(tmp_path):
+    """Over the CLI, ``changed()`` compares what squeue prints (its bytes) and sinfo's records
+    (without the load figures slurmd's pings move) with the last view's: a quiet cluster is
+    not decoded nor translated at each poll; a change to any job or node field is seen."""
+    import os
+
+    from gpufair.adapters.slurm import CliTransport, SlurmAdapter, SlurmSettings
+    jobs, nodes = site_documents(20, 4, 3)
+    squeue, sinfo = tmp_path / "squeue.json", tmp_path / "sinfo.json"
+    squeue.write_text(json.dumps(jobs))
+    sinfo.write_text(json.dumps(nodes))
+    for name, path in (("squeue", squeue), ("sinfo", sinfo)):
+        (tmp_path / name).write_text(f"#!/bin/sh\nexec cat {path}\n")
+        (tmp_path / name).chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
+    adapter = SlurmAdapter(CliTransport(env=env), SlurmSettings(managed_partitions=("gpu",)))
+    assert adapter.changed()   # nothing read yet
+    adapter.view()
+    assert not adapter.changed()
+    nodes["nodes"][0]["cpu_load"] += 7          # a ping's figures: not a change
+    nodes["nodes"][0]["free_memory"] -= 1000
+    sinfo.write_text(json.dumps(nodes))
+    assert not adapter.changed()
+    nodes["nodes"][0]["state_flags"] = ["DRAIN"]
+    sinfo.write_text(json.dumps(nodes))
+    assert adapter.changed()
+    adapter.view()
+    assert not adapter.changed()
+    jobs["jobs"][3]["comment"] = "gpufair:gpus=1-2"
+    squeue.write_text(json.dumps(jobs))
+    assert adapter.changed()
+    adapter.view()
+    assert not adapter.changed()
+    squeue.unlink()   # squeue fails: a change (the full read says what is wrong)
+    assert adapter.changed()

@@ -160,6 +160,8 @@ class SlurmAdapter:
     #: the last read's job records and their translations: unchanged ones are not translated
     #: again (issue 30; see ``record_cache``)
     records: RecordCache = field(default_factory=RecordCache, repr=False)
+    #: the transport's fingerprints of the documents of the last view (see ``changed``)
+    _stamps: Any = field(default=None, repr=False)
 
     @classmethod
     def from_settings(cls, settings: SlurmSettings, *, mode: str = "hard") -> SlurmAdapter:
@@ -219,9 +221,16 @@ class SlurmAdapter:
 
     def changed(self) -> bool:
         """Whether jobs or nodes may have changed since the last read: False only when the
-        transport can ask slurmctld (slurmrestd's ``update_time``) and it says nothing did.
-        The daemon's poll asks this first, so a quiet cluster is neither read in full nor
-        translated every ``poll_s`` (issue 30). The CLI has no such question: always True."""
+        transport can ask slurmctld (slurmrestd's ``update_time``) and it says nothing did,
+        or (the CLI) squeue prints the very bytes, and sinfo the same records, as at the
+        last view. The daemon's poll asks this first, so a quiet cluster is neither decoded
+        in full nor translated every ``poll_s`` (issue 30)."""
+        current = getattr(self.transport, "current_stamps", None)
+        if current is not None and self._stamps is not None:
+            try:
+                return bool(current() != self._stamps)
+            except TransportError:
+                return True   # the full read that follows reports it
         probe = getattr(self.transport, "changed_since", None)
         if probe is None or self._read_at is None:
             return True
@@ -244,6 +253,10 @@ class SlurmAdapter:
 
     def view(self) -> SlurmView:
         jobs, nodes = self.read_documents()
+        stamps = getattr(self.transport, "stamps", None)
+        self._stamps = stamps() if stamps is not None else None
+        if self._stamps is not None and None in self._stamps:
+            self._stamps = None   # (a transport that read some other way: no stamp)
         view = translate(jobs, nodes, now=self.clock(),
                          managed_partitions=self.settings.managed_partitions,
                          source=self.transport.name, cache=self.records)
