@@ -171,3 +171,34 @@ def test_the_cli_poll_tells_a_quiet_cluster_without_decoding_it(tmp_path):
     assert not adapter.changed()
     squeue.unlink()   # squeue fails: a change (the full read says what is wrong)
     assert adapter.changed()
+
+
+def test_a_round_runs_with_the_cyclic_collector_paused():
+    """The daemon's round and poll run with gc off (a site's millions of objects were walked
+    again and again), on again after, also when the round fails; a caller's own gc.disable()
+    is left as it was."""
+    import gc
+
+    from gpufair.core.gc_pause import gc_paused
+    from gpufair.plugin.daemon import Daemon
+    assert getattr(Daemon.run_round, "__wrapped__", None) is not None
+    assert getattr(Daemon._changed, "__wrapped__", None) is not None
+    seen = []
+
+    @gc_paused
+    def work(fail: bool) -> None:
+        seen.append(gc.isenabled())
+        if fail:
+            raise RuntimeError("round failed")
+
+    assert gc.isenabled()
+    work(False)
+    with pytest.raises(RuntimeError):
+        work(True)
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        work(False)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
