@@ -31,9 +31,10 @@ The site (per 1,024 nodes; ``--nodes`` and ``--jobs`` scale it):
 
 ``--poll N`` measures the daemon's poll on a quiet cluster instead: N polls in this process
 through the CLI reader (``squeue``/``sinfo`` stand-ins on PATH print the documents, so their
-CPU is the child's, as slurmctld's and squeue's is in a real poll), each one read, translate
-(with the adapter's record cache) and the fill check, timed in process CPU: the first poll
-(nothing cached) and the median of the others.
+CPU is the child's, as slurmctld's and squeue's is in a real poll), each as
+``Daemon._changed`` does it (the adapter's change check, then a full read and the fill check
+if it says so), timed in process CPU: the first poll (a full read, nothing cached) and the
+median of the others.
 
 The generator is seeded: the same ``--seed`` and sizes give the same bytes (``--keep DIR``
 leaves them there for ``gpufair dry-run`` by hand, or to diff two gpufair versions' actions
@@ -476,11 +477,13 @@ def poll_times(squeue: Path, sinfo: Path, polls: int) -> list[float]:
     spent = []
     for _ in range(polls):
         cpu = time.process_time()
-        state = adapter.snapshot()
-        changed = occupancy(state) != seen and may_fill(state)
-        seen = occupancy(state) if seen is None else seen
+        if seen is None or getattr(adapter, "changed", lambda: True)():
+            state = adapter.snapshot()   # the first poll, or a change: read in full
+            if seen is None:
+                seen = occupancy(state)
+            may_fill(state)
+            del state
         spent.append(time.process_time() - cpu)
-        del state, changed
     return spent
 
 
