@@ -65,17 +65,23 @@ def elastic_counts(job: Job, cluster_gpus: int) -> tuple[int, ...]:
 
 
 def _usable_types(job: Job, type_of: dict[str, str],
-                  types_on: dict[tuple[str, ...], set[str]] | None = None) -> set[str] | None:
+                  types_on: dict[int, tuple[tuple[str, ...], set[str]]] | None = None
+                  ) -> set[str] | None:
     """The GPU types the job may run on (--gres=gpu:TYPE, its allowed nodes' types).
     ``types_on`` keeps the types of each allowed-node tuple already seen: the jobs of a
-    partition share one, and it can name a thousand nodes (issue 30)."""
+    partition share one, and it can name a thousand nodes (issue 30). It is keyed by the
+    tuple's identity (the translation hands one tuple to all the jobs of a combination):
+    hashing a tuple of 8,192 names for each of 100,000 jobs was most of a round's
+    enrichment; an equal tuple that is another object is computed once more, not wrongly."""
     usable = None if job.gpu_types is None else set(job.gpu_types)
     if job.allowed_nodes is not None:
-        on_nodes = None if types_on is None else types_on.get(job.allowed_nodes)
-        if on_nodes is None:
+        seen = None if types_on is None else types_on.get(id(job.allowed_nodes))
+        if seen is not None and seen[0] is job.allowed_nodes:
+            on_nodes = seen[1]
+        else:
             on_nodes = {type_of[n] for n in job.allowed_nodes if n in type_of}
-            if types_on is not None:
-                types_on[job.allowed_nodes] = on_nodes
+            if types_on is not None:   # (the tuple kept alive with it: its id stays its own)
+                types_on[id(job.allowed_nodes)] = (job.allowed_nodes, on_nodes)
         usable = set(on_nodes) if usable is None else usable & on_nodes
     return usable
 
@@ -83,7 +89,7 @@ def _usable_types(job: Job, type_of: dict[str, str],
 def with_default_profiles(state: ClusterState) -> ClusterState:
     types = state.gpu_type_names()
     type_of = {n.name: n.gpu_type for n in state.nodes}
-    types_on: dict[tuple[str, ...], set[str]] = {}
+    types_on: dict[int, tuple[tuple[str, ...], set[str]]] = {}
     #: the neutral profile of each (types allowed, GPUs, types held now) met so far: a job
     #: with nothing measured gets the one its first peer got (a site's 100,000 jobs share a
     #: few dozen; made anew for each, they were most of a round's enrichment, issue 30)
