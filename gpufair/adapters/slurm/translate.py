@@ -486,9 +486,11 @@ def _job_states(records: Sequence[Any]) -> dict[str, str]:
     """Job id → Slurm state, of every record that has both (for dependencies)."""
     states = {}
     for raw in records:
-        if isinstance(raw, Mapping) and isinstance(raw.get("job_id"), int) \
-                and isinstance(raw.get("job_state"), str):
-            states[str(raw["job_id"])] = raw["job_state"].upper()
+        if isinstance(raw, Mapping) and isinstance(raw.get("job_state"), str):
+            try:
+                states[_job_id(raw.get("job_id"))] = raw["job_state"].upper()
+            except Malformed:  # named by the translation of that record
+                continue
     return states
 
 
@@ -627,9 +629,8 @@ def held_by_gpufair(jobs_doc: Any) -> list[str]:
             job_id = raw.get("job_id")
             if _on_hold(_text(raw, "job_state"), _text(raw, "state_reason"),
                      _num(raw, "priority", 0.0, float(_MAX_U32))) \
-                    and _text(raw, "job_state") == "PENDING" \
-                    and isinstance(job_id, int) and not isinstance(job_id, bool) and job_id > 0:
-                ids.append(str(job_id))
+                    and _text(raw, "job_state") == "PENDING" and isinstance(job_id, int):
+                ids.append(_job_id(job_id))
         except Malformed:
             continue
     return ids
