@@ -21,7 +21,14 @@ from gpufair.adapters.simulator.trace import TraceJob
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 from gpufair.policy.slurm_backfill import SlurmBackfillPolicy
-from tests.slurm_fidelity import DATA, NODES, allocations, state_replay
+from tests.slurm_fidelity import (
+    DATA,
+    NODES,
+    allocations,
+    backfill_plans,
+    plan_agreement,
+    state_replay,
+)
 
 ONE_NODE = ("one_node_a", "one_node_b")
 
@@ -68,6 +75,29 @@ def test_without_backfill_the_starts_are_not_reproduced(monkeypatch):
     monkeypatch.setattr(SlurmBackfillPolicy, "schedule", fifo_only)
     agree, total, _ = agreement(policy)
     assert agree / total < 0.9
+
+
+def test_reservations_are_planned_as_slurmctld_logged_them():
+    """slurmctld's backfill log of one_node_b holds the start it planned for every waiting job
+    it tested, at every 2-s cycle (391 plans). On the same states, per-node reservations on
+    whole minutes (bf_resolution) and Slurm's batches of ends plan more than half of them to
+    the second; GPU-level, exact reservations (what a planner without Slurm's map does) under
+    one in six, and EASY, which plans for the head only, almost none."""
+    allocs = allocations(DATA / "one_node_b" / "sacct_parsable2.txt")
+    cycles = backfill_plans(DATA / "one_node_b" / "backfill.log")
+
+    def agreement(**options):
+        plain = {"reservations": 0, "whole_nodes": False, "resolution_s": 0.0,
+                 "end_window_s": 0.0}
+        agree, total = plan_agreement(allocs, cycles, create_policy(
+            "slurm_backfill", PolicyConfig(options={**plain, **options})))
+        assert total == 391
+        return agree / total
+
+    assert agreement(whole_nodes=True, resolution_s=60.0, end_window_s=30.0) >= 0.55
+    assert agreement(whole_nodes=True, resolution_s=60.0) >= 0.5
+    assert agreement() < 0.15
+    assert agreement(reservations=1) < 0.05
 
 
 @pytest.mark.parametrize("limit, nodes", [(120.0, 2), (None, None)])
