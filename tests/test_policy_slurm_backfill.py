@@ -34,12 +34,35 @@ def started(policy: SlurmBackfillPolicy, snap: ClusterState) -> dict[str, tuple[
     return {a.job_id: a.gpu_ids for a in plan.assignments if a.job_id not in running}
 
 
+#: EASY backfill with exact, GPU-level reservations: the rules these tests check one at a
+#: time (each of Slurm's own ways, the defaults, is switched on where it is tested)
+EASY = {"reservations": 1, "whole_nodes": False, "resolution_s": 0.0, "end_window_s": 0.0}
+
+
 def policy(**options: float) -> SlurmBackfillPolicy:
-    return SlurmBackfillPolicy(PolicyConfig(options=options))
+    return SlurmBackfillPolicy(PolicyConfig(options={**EASY, **options}))
 
 
 def test_registered_under_its_name():
     assert isinstance(create_policy("slurm_backfill"), SlurmBackfillPolicy)
+
+
+def test_by_default_it_plans_as_slurm_22_05_does():
+    # every waiting job reserved (bf_max_job_test), on whole nodes, on whole minutes, at the
+    # last end of a batch of ends: the scenes of the tests below, each decided Slurm's way
+    default = SlurmBackfillPolicy(PolicyConfig())
+    assert (default.options.reservations, default.options.whole_nodes,
+            default.options.resolution_s, default.options.end_window_s) == (500, True, 60.0, 30.0)
+    nodes = (Node("n1", "v100", 4), Node("n2", "v100", 2))
+    protect = state(0.0, job("r1", 2, held=("n1:0", "n1:1"), start=0.0, limit=100.0),
+                    job("r2", 1, held=("n2:0",), start=0.0, limit=50.0),
+                    job("h1", 4, arrival=1.0, nodes=1),
+                    job("h2", 2, arrival=2.0, nodes=1, limit=1000.0),
+                    job("b", 1, arrival=3.0, limit=1000.0), nodes=nodes)
+    assert started(default, protect) == {}       # EASY: b starts, delaying h2
+    minutes = state(0.0, job("r", 2, held=("n1:0", "n1:1"), start=0.0, limit=100.0),
+                    job("h", 4, arrival=1.0), job("b", 2, arrival=2.0, limit=70.0))
+    assert started(default, minutes) == {}       # exact: b ends at 70, before h at 100
 
 
 def test_submission_order_while_jobs_fit():
