@@ -6,7 +6,7 @@ policy plans too. Then why the open-loop starts differ: the misses by cause, Slu
 latency, and the open loop again with that latency charged to the jobs (an experiment). See
 tests/slurm_fidelity.py for the measures and the histories.
 
-    python bench/slurm_backfill_fidelity.py [--histories one_node_b] [--sets slurm]
+    python bench/slurm_backfill_fidelity.py [--histories one_node_b] [--sets default]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ SETS = {
                  {**PLAIN, "whole_nodes": True, "resolution_s": 60.0}),
     "slurm": ("Slurm 22.05: reservations=0, whole_nodes, resolution 60 s, end window 30 s",
               {**PLAIN, "whole_nodes": True, "resolution_s": 60.0, "end_window_s": 30.0}),
+    "default": ("the defaults: Slurm 22.05's, with reservations=20", {}),
 }
 
 

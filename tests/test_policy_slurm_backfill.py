@@ -48,11 +48,11 @@ def test_registered_under_its_name():
 
 
 def test_by_default_it_plans_as_slurm_22_05_does():
-    # every waiting job reserved (bf_max_job_test), on whole nodes, on whole minutes, at the
-    # last end of a batch of ends: the scenes of the tests below, each decided Slurm's way
+    # the first 20 waiting jobs reserved (Slurm: each it tests), on whole nodes, on whole
+    # minutes, at the last end of a batch of ends: scenes of the tests below, Slurm's way
     default = SlurmBackfillPolicy(PolicyConfig())
     assert (default.options.reservations, default.options.whole_nodes,
-            default.options.resolution_s, default.options.end_window_s) == (500, True, 60.0, 30.0)
+            default.options.resolution_s, default.options.end_window_s) == (20, True, 60.0, 30.0)
     nodes = (Node("n1", "v100", 4), Node("n2", "v100", 2))
     protect = state(0.0, job("r1", 2, held=("n1:0", "n1:1"), start=0.0, limit=100.0),
                     job("r2", 1, held=("n2:0",), start=0.0, limit=50.0),
