@@ -32,7 +32,7 @@ from tests.slurm_fidelity import (
     state_replay,
 )
 
-HISTORIES = ("one_node_a", "one_node_b", "fifo_backfill")
+HISTORIES = ("one_node_a", "one_node_b", "fifo_backfill", "mixed_types")
 #: every option spelled out, so that a change of default does not change a row
 PLAIN = {"reservations": 0, "whole_nodes": False, "resolution_s": 0.0, "end_window_s": 0.0}
 SETS = {

@@ -1,11 +1,12 @@
 """How closely ``slurm_backfill`` reproduces what a real Slurm did, on a recorded sacct history.
 
-The histories are tests/data/sacct/one_node_*/ and fifo_backfill/: bursts of jobs on the
-loopback Slurm 22.05 (4 nodes of 4 GPUs of one type, FIFO by job id, ``sched/backfill`` every
-2 s), recorded by scripts/slurm/record_history.py --burst-only. Each allocation that ran
-on GPUs is a job: eligible at its ``Eligible``, run time End - Start, its ``Timelimit``, its
-GPU count and node count. (The smallest conversion the comparison needs; the replay branch
-owns the full one.) Two measures, both "within one round" (Slurm's scheduling interval):
+The histories are tests/data/sacct/one_node_*/, fifo_backfill/ and mixed_types/: bursts of
+jobs on the loopback Slurm 22.05 (4 nodes of 4 GPUs, of one type or 2 K80 + 2 V100 nodes,
+FIFO by job id, ``sched/backfill`` every 2 s), recorded by scripts/slurm/record_history.py
+--burst-only. Each allocation that ran on GPUs is a job: eligible at its ``Eligible``, run
+time End - Start, its ``Timelimit``, its GPU count and node count. (The smallest conversion
+the comparison needs; the replay branch owns the full one.) Two measures, both "within one
+round" (Slurm's scheduling interval):
 
 - **state replay** (:func:`state_replay`): for each job, the cluster as Slurm had it (jobs
   running on the nodes sacct names, jobs waiting) at the times around its real start; the
@@ -45,9 +46,11 @@ from gpufair.policy.base import Policy, PolicyConfig
 from gpufair.policy.registry import create_policy
 
 DATA = Path(__file__).parent / "data" / "sacct"
-#: the cluster of those histories, in Slurm's node order (22.05 orders nodes by name)
+#: the cluster of the one-type histories, in Slurm's node order (22.05 orders nodes by name)
 NODES = tuple(Node(f"gpu-{i}", "v100", 4) for i in range(1, 5))
 GPU_TYPE = "v100"
+#: GPUs per node of every loopback cluster recorded (scripts/slurm/up.sh's nodes)
+GPUS_PER_NODE = 4
 #: Slurm's scheduling interval on the loopback cluster (bf_interval=2, sched_interval=2)
 ROUND_S = 2.0
 NOT_STARTED = frozenset({"Unknown", "None", ""})
@@ -64,6 +67,7 @@ class Allocation:
     start: float
     end: float
     limit_s: float
+    types: tuple[str, ...] = ()   # the GPU types AllocTRES names (gres/gpu:TYPE=N)
 
 
 def epoch(text: str) -> float:
@@ -86,13 +90,24 @@ def allocations(path: Path) -> list[Allocation]:
     return [Allocation(id=row["JobIDRaw"], rank=rank, gpus=gpus, nodes=int(row["NNodes"]),
                        node_list=tuple(expand_hostlist(row["NodeList"])), eligible=eligible,
                        start=epoch(row["Start"]), end=epoch(row["End"]),
-                       limit_s=60.0 * int(row["TimelimitRaw"]))
+                       limit_s=60.0 * int(row["TimelimitRaw"]),
+                       types=tuple(re.findall(r"gres/gpu:(\w+)=", row["AllocTRES"])))
             for rank, (eligible, _id, row, gpus) in enumerate(rows)]
 
 
-def _job(a: Allocation, **fields: Any) -> Job:
+def cluster(allocs: list[Allocation]) -> tuple[Node, ...]:
+    """The history's nodes in Slurm's order (by name), each of the type its one-node jobs
+    ran on (AllocTRES names it); :data:`NODES` for the one-type histories."""
+    type_of = {a.node_list[0]: a.types[0] for a in allocs if a.nodes == 1 and len(a.types) == 1}
+    if len(set(type_of.values())) < 2:
+        return NODES
+    return tuple(Node(name, type_of[name], GPUS_PER_NODE) for name in sorted(type_of))
+
+
+def _job(a: Allocation, types: tuple[str, ...] = (GPU_TYPE,), **fields: Any) -> Job:
+    """The allocation as a job that may run on any of ``types`` (the bursts ask untyped)."""
     return Job(id=a.id, gpus=a.gpus, arrival_s=a.eligible, time_limit_s=a.limit_s,
-               nodes=a.nodes, throughput=ThroughputProfile({(GPU_TYPE, a.gpus): 1.0}),
+               nodes=a.nodes, throughput=ThroughputProfile({(t, a.gpus): 1.0 for t in types}),
                **fields)
 
 
@@ -105,7 +120,9 @@ def state_at(allocs: list[Allocation], t: float, waiting: Allocation | None = No
     on the nodes sacct names (GPU indices in the order jobs started there). Waiting:
     eligible by ``t`` and not running.
     """
-    used = {n.name: 0 for n in NODES}
+    nodes = cluster(allocs)
+    types = tuple(dict.fromkeys(n.gpu_type for n in nodes))
+    used = {n.name: 0 for n in nodes}
     jobs = []
     for a in sorted(allocs, key=lambda a: (a.start, a.rank)):
         before = a.start < t or (a.start == t and (waiting is None or a.rank < waiting.rank))
@@ -116,12 +133,13 @@ def state_at(allocs: list[Allocation], t: float, waiting: Allocation | None = No
         for node in a.node_list:
             held += [f"{node}:{used[node] + i}" for i in range(per)]
             used[node] += per
-        jobs.append(_job(a, state=JobState.RUNNING, start_s=a.start, gpus_held=tuple(held)))
+        jobs.append(_job(a, types, state=JobState.RUNNING, start_s=a.start,
+                         gpus_held=tuple(held)))
     running = {j.id for j in jobs}
-    jobs += [_job(a) for a in allocs
+    jobs += [_job(a, types) for a in allocs
              if a.id not in running and a.eligible <= t and (a is waiting or a.start >= t)]
     jobs.sort(key=lambda j: (j.arrival_s, int(j.id)))
-    return ClusterState(time_s=t, nodes=NODES, jobs=tuple(jobs))
+    return ClusterState(time_s=t, nodes=nodes, jobs=tuple(jobs))
 
 
 def state_replay(allocs: list[Allocation], policy: Policy, round_s: float = ROUND_S
@@ -190,10 +208,11 @@ def open_loop(allocs: list[Allocation], options: Mapping[str, Any], round_s: flo
                       total_steps=max(1, math.ceil(a.end - a.start + latency_s)),
                       scale_factor=a.gpus, arrival_s=a.eligible - t0, time_limit_s=a.limit_s,
                       nodes=a.nodes) for i, a in enumerate(allocs)]
-    rates = {GPU_TYPE: {("history", a.gpus): 1.0 for a in allocs}}
+    nodes = cluster(allocs)
+    rates = {n.gpu_type: {("history", a.gpus): 1.0 for a in allocs} for n in nodes}
     # a Slurm job starts at once: no restart overhead
     semantics = replace(semantics_named("clean"), restart_overhead_s=0.0)
-    sim = TraceSimulator(trace, Throughputs(rates, {}, "(neutral model)"), NODES, semantics,
+    sim = TraceSimulator(trace, Throughputs(rates, {}, "(neutral model)"), nodes, semantics,
                          round_s)
     policy = create_policy("slurm_backfill", PolicyConfig(round_s=round_s, options=options))
     run_to_end(sim, Round(policy))
@@ -203,7 +222,8 @@ def open_loop(allocs: list[Allocation], options: Mapping[str, Any], round_s: flo
 
 
 #: why a job's open-loop start differs from Slurm's, most direct first
-CAUSES = ("decides otherwise on Slurm's state (a 2-node job)",
+CAUSES = ("decides otherwise on Slurm's state (a 2-node job Slurm gave two GPU types)",
+          "decides otherwise on Slurm's state (a 2-node job)",
           "decides otherwise on Slurm's state (a one-node job)",
           "inherited: decides as Slurm on Slurm's state, moved by an earlier difference")
 
@@ -215,9 +235,17 @@ def miss_causes(allocs: list[Allocation], policy: Policy, options: Mapping[str, 
     there, so that only an earlier difference (another job's decision, or Slurm's start
     latency: :func:`start_latency`) moved it in the simulation."""
     own = {job_id for job_id, _ in state_replay(allocs, policy)}
-    nodes = {a.id: a.nodes for a in allocs}
-    return Counter(CAUSES[2] if job_id not in own else CAUSES[0] if nodes[job_id] > 1
-                   else CAUSES[1] for job_id, _ in open_loop(allocs, options))
+    by_id = {a.id: a for a in allocs}
+
+    def cause(job_id: str) -> str:
+        a = by_id[job_id]
+        if job_id not in own:
+            return CAUSES[3]
+        if len(set(a.types)) > 1:
+            return CAUSES[0]   # a gpufair gang is of one type: it never runs as Slurm ran it
+        return CAUSES[1] if a.nodes > 1 else CAUSES[2]
+
+    return Counter(cause(job_id) for job_id, _ in open_loop(allocs, options))
 
 
 def start_latency(allocs: list[Allocation]) -> Counter[int]:

@@ -27,6 +27,7 @@ from tests.slurm_fidelity import (
     NODES,
     allocations,
     backfill_plans,
+    cluster,
     plan_agreement,
     state_replay,
 )
@@ -104,6 +105,18 @@ def test_reservations_are_planned_as_slurmctld_logged_them():
     assert agreement(whole_nodes=True, resolution_s=60.0) >= 0.5
     assert agreement() < 0.15
     assert agreement(reservations=1) < 0.05
+
+
+def test_a_mixed_cluster_history_is_read_with_its_node_types():
+    """mixed_types ran on 2 K80 and 2 V100 nodes: each node's type comes from the one-node
+    jobs that ran there, in Slurm's order (by name), and the 2-node jobs Slurm gave one node
+    of each type are the ones whose AllocTRES names both."""
+    allocs = allocations(DATA / "mixed_types" / "sacct_parsable2.txt")
+    assert [(n.name, n.gpu_type, n.gpus) for n in cluster(allocs)] == [
+        ("gpu-k80-1", "k80", 4), ("gpu-k80-2", "k80", 4), ("gpu-v100-1", "v100", 4),
+        ("gpu-v100-2", "v100", 4)]
+    assert sorted(a.id for a in allocs if len(set(a.types)) > 1) == ["17", "40"]
+    assert cluster(allocations(DATA / "one_node_a" / "sacct_parsable2.txt")) == NODES
 
 
 @pytest.mark.parametrize("limit, nodes", [(120.0, 2), (None, None)])
