@@ -1125,6 +1125,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         gpus_held=held_gpus if running else (),
         log_path=_log_path(raw, int(record or job_id), array_id, user, hosts),
         owner_uid=user_id, owner_gid=_int(raw, "group_id"), host=host_request(raw),
+        time_limit_s=time_limit_s(raw),
     )
     info = SlurmJobInfo(
         job_id=job_id, raw_state=raw_state, partition=partition, reason=reason,
@@ -1139,6 +1140,25 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         evaluated_s=_num(raw, "last_sched_evaluation") or 0.0,
     )
     return job, info
+
+
+#: Slurm's 32-bit "no value" and "infinite" (NO_VAL, INFINITE): a time limit of either is none
+_NO_LIMIT_MINUTES = frozenset({_MAX_U32 - 1, _MAX_U32})
+
+
+def time_limit_s(raw: Mapping[str, Any]) -> float | None:
+    """The job's time limit in seconds, or None when it has none (UNLIMITED) or none is shown.
+
+    ``time_limit`` is in minutes. slurmctld fills in the partition's DefaultTime (else its
+    MaxTime) at submission, so the record already carries the partition default; 22.05's
+    squeue prints UNLIMITED as null, slurmrestd as 4294967295 (INFINITE), later versions as
+    ``{"infinite": true}``; 0 (``--time=0``) is unlimited too. A backfill policy plans with
+    this limit (``slurm_backfill``); without it the policy's one-day default would stand in.
+    """
+    minutes = _int(raw, "time_limit")
+    if not minutes or minutes in _NO_LIMIT_MINUTES:
+        return None
+    return 60.0 * minutes
 
 
 #: ``--exclusive`` (``none``) and ``--exclusive=user`` (``user``): no node shared with another
