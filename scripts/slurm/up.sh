@@ -155,6 +155,7 @@ AccountingStorageHost=localhost
 AccountingStoragePort=$DBD_PORT
 AccountingStoragePass=$BASE/munge/munge.socket
 AccountingStorageTRES=$tres
+AccountingStorageEnforce=associations,limits,qos,safe
 JobAcctGatherFrequency=30
 CONF
 fi

@@ -130,6 +130,9 @@ class SlurmJobInfo:
     #: and when Slurm's scheduler last looked at it (epoch seconds; 0 when not shown)
     eligible_s: float = 0.0
     evaluated_s: float = 0.0
+    #: who Slurm's association and QOS limits count it for: (account, user name, uid,
+    #: partition, QOS), see :mod:`gpufair.adapters.slurm.limits`
+    counted_as: tuple[str, str, int | None, str, str] = ("", "", None, "", "")
 
     @property
     def control_id(self) -> str:
@@ -1138,6 +1141,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         control=task_name(raw) or "",
         eligible_s=_num(raw, "eligible_time") or 0.0,
         evaluated_s=_num(raw, "last_sched_evaluation") or 0.0,
+        counted_as=(account, user, user_id, partition, _text(raw, "qos")),
     )
     return job, info
 
