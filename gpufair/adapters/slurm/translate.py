@@ -1178,22 +1178,26 @@ def host_request(raw: Mapping[str, Any]) -> HostRequest | None:
     ``cpus`` spread over its nodes (``-n``), whichever is more; per GPU: ``cpus_per_tres``
     (``--cpus-per-gpu``). Memory: ``memory_per_node`` (``--mem``), else ``memory_per_tres``
     (``--mem-per-gpu``), else ``memory_per_cpu`` (``--mem-per-cpu``, which Slurm fills with
-    DefMemPerCPU when the job gave none: no need to read the site's config). ``shared``
+    DefMemPerCPU when the job gave none: no need to read the site's config), else none at
+    all: ``--mem=0``, the whole memory of each node (``whole_memory``). ``shared``
     ``none``: ``--exclusive``. None when the record asks nothing of the sort."""
     nodes = _int(raw, "node_count") or 1
     cpus = _int(raw, "cpus") or 0
     per_node = max(_int(raw, "minimum_cpus_per_node") or 0, -(-cpus // nodes))
     memory = _int(raw, "memory_per_node", _MAX_MEMORY_MB) or 0
+    whole = False
     if not (memory or _text(raw, "memory_per_tres") or _int(raw, "memory_per_cpu")):
-        # no memory field at all (a site without DefMemPerCPU): what Slurm counts in the
-        # job's TRES request, spread over its nodes
+        # no memory field at all: ``--mem=0``, or no request on a site without DefMemPerCPU
+        # (DefMemPerNode unlimited): all of each node's memory. The job's TRES request shows
+        # the smallest node's (spread over its nodes): the least it needs where unknown
         memory = -(-_tres_memory(raw) // nodes)
+        whole = memory > 0
     request = HostRequest(
         cpus_per_node=per_node, cpus_per_gpu=_per_gpu(raw, "cpus_per_tres"),
         memory_per_node_mb=memory,
         memory_per_gpu_mb=_per_gpu(raw, "memory_per_tres"),
         memory_per_cpu_mb=_int(raw, "memory_per_cpu", _MAX_MEMORY_MB) or 0,
-        exclusive=_text(raw, "shared").lower() in _EXCLUSIVE)
+        exclusive=_text(raw, "shared").lower() in _EXCLUSIVE, whole_memory=whole)
     return None if request == HostRequest() else request
 
 
