@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufair.adapters.slurm.limits import BadLimits, admit, parse_assoc_mgr
+from gpufair.adapters.slurm.limits import BadLimits, admit, parse_assoc_mgr, read_limits
+from gpufair.adapters.slurm.transport import TransportError
 
 TEXT = (Path(__file__).parent / "data" / "slurm" / "assoc_mgr_22.05.txt").read_text()
 RESEARCH = ("research", "root", 0, "gpu", "normal")
@@ -102,3 +103,32 @@ def test_a_cluster_without_accounting_has_no_limits():
     limits = parse_assoc_mgr(text)
     assert limits.associations == {} and limits.qos == {}
     assert admit([("a", 8, RESEARCH)], [], limits) == {}
+
+
+class _Cli:
+    """A command line that answers with ``out`` or fails as an unreachable scontrol does."""
+
+    def __init__(self, out: str | None) -> None:
+        self.out = out
+        self.asked: list[list[str]] = []
+
+    def read_text(self, argv):
+        self.asked.append(argv)
+        if self.out is None:
+            raise TransportError("scontrol: no answer in 10 s")
+        return self.out
+
+
+def test_the_read_fails_open_with_a_warning(caplog):
+    """No command line (a saved snapshot's files), scontrol failing, or text 22.05 does not
+    print: the round goes on without limits (Slurm's refusal is the guard, as before)."""
+    assert read_limits(object()) is None
+    cli = _Cli(TEXT)
+    assert read_limits(cli).budgets(*RESEARCH) and cli.asked == [
+        ["scontrol", "show", "assoc_mgr", "flags=assoc,qos"]]
+    with caplog.at_level("WARNING", logger="gpufair.slurm"):
+        assert read_limits(_Cli(None)) is None
+        assert read_limits(_Cli(TEXT.replace("GrpJobs=3(0)", "GrpJobs=lots"))) is None
+    assert [r.getMessage()[:68] for r in caplog.records] == [
+        "Slurm's association/QOS limits not read (scontrol: no answer in 10 s",
+        "Slurm's association/QOS limits not read (assoc_mgr line 93: not LIMI"]

@@ -22,16 +22,13 @@ still left to Slurm's refusal (``translate.refused``), as before.
 from __future__ import annotations
 
 import copy
-import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from gpufair.adapters.slurm.side_reads import read_beside
 from gpufair.adapters.slurm.translate import SlurmJobInfo
-from gpufair.adapters.slurm.transport import TransportError
 from gpufair.model import ClusterState, Job, JobState
-
-log = logging.getLogger("gpufair.slurm")
 
 #: ``scontrol show assoc_mgr`` for the limits and the use of associations and QOS
 ASSOC_MGR_ARGV = ("scontrol", "show", "assoc_mgr", "flags=assoc,qos")
@@ -269,19 +266,10 @@ def admit(jobs: Iterable[tuple[str, int, tuple[str, str, int | None, str, str]]]
 
 
 def read_limits(transport: object) -> Limits | None:
-    """The limits as slurmctld holds them now, or None when they cannot be read (a transport
-    without a command line, scontrol failing, text 22.05 does not print): then nothing is
-    kept out ahead and Slurm's own refusal is the guard, as before. Fails open, logged."""
-    cli = getattr(transport, "cli", transport)
-    read_text = getattr(cli, "read_text", None)
-    if read_text is None:
-        return None
-    try:
-        return parse_assoc_mgr(read_text(list(ASSOC_MGR_ARGV)))
-    except (TransportError, BadLimits) as exc:
-        log.warning("Slurm's association/QOS limits not read (%s): left to Slurm this round",
-                    exc)
-        return None
+    """The limits as slurmctld holds them now, or None when they cannot be read: then nothing
+    is kept out ahead and Slurm's own refusal is the guard, as before."""
+    return read_beside(transport, ASSOC_MGR_ARGV, parse_assoc_mgr,
+                       "Slurm's association/QOS limits")
 
 
 def within_limits(state: ClusterState, infos: Mapping[str, SlurmJobInfo], limits: Limits

@@ -16,17 +16,14 @@ places them only on their reservation's nodes.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from gpufair.adapters.slurm.hostlist import expand_hostlist
-from gpufair.adapters.slurm.transport import TransportError
+from gpufair.adapters.slurm.side_reads import read_beside
 from gpufair.model import ClusterState, JobState
-
-log = logging.getLogger("gpufair.slurm")
 
 #: one reservation per line, ``Key=Value`` words
 RESERVATIONS_ARGV = ("scontrol", "-o", "show", "reservation")
@@ -88,16 +85,9 @@ def parse_reservations(text: str) -> list[Reservation]:
 
 def read_reservations(transport: object) -> list[Reservation] | None:
     """The reservations now, or None when they cannot be read (then, as before, Slurm's
-    refusal of a start onto a reserved node is the guard). Fails open, logged."""
-    cli = getattr(transport, "cli", transport)
-    read_text = getattr(cli, "read_text", None)
-    if read_text is None:
-        return None
-    try:
-        return parse_reservations(read_text(list(RESERVATIONS_ARGV)))
-    except (TransportError, BadReservation) as exc:
-        log.warning("Slurm's reservations not read (%s): left to Slurm this round", exc)
-        return None
+    refusal of a start onto a reserved node is the guard)."""
+    return read_beside(transport, RESERVATIONS_ARGV, parse_reservations,
+                       "Slurm's reservations")
 
 
 def outside_reservations(state: ClusterState, reservations: Sequence[Reservation]
