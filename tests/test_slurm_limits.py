@@ -21,8 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from gpufair.adapters.slurm.limits import BadLimits, admit, parse_assoc_mgr, read_limits
+from gpufair.adapters.slurm.limits import (
+    BadLimits,
+    admit,
+    parse_assoc_mgr,
+    read_limits,
+    within_limits,
+)
+from gpufair.adapters.slurm.translate import SlurmJobInfo
 from gpufair.adapters.slurm.transport import TransportError
+from gpufair.model import ClusterState, Job, JobState, Node
 
 TEXT = (Path(__file__).parent / "data" / "slurm" / "assoc_mgr_22.05.txt").read_text()
 RESEARCH = ("research", "root", 0, "gpu", "normal")
@@ -132,3 +140,26 @@ def test_the_read_fails_open_with_a_warning(caplog):
     assert [r.getMessage()[:68] for r in caplog.records] == [
         "Slurm's association/QOS limits not read (scontrol: no answer in 10 s",
         "Slurm's association/QOS limits not read (assoc_mgr line 93: not LIMI"]
+
+
+def _info(job_id: str, raw_state: str) -> SlurmJobInfo:
+    return SlurmJobInfo(job_id, raw_state, "gpu", "", False, True, 0.0, 0, "TresPerNode",
+                        None, (), 1, counted_as=SUB)
+
+
+def test_the_state_loses_the_jobs_kept_out_and_a_released_job_counts():
+    """root's association in sub allows 1 running job: a job gpufair released that Slurm has
+    not started (the state shows it running, Slurm pending) takes it, so the waiting one is
+    left out of the state, with why."""
+    released = Job("1", state=JobState.RUNNING, gpus_held=("n0:0",))
+    waiting = Job("2")
+    state = ClusterState(0.0, (Node("n0", "v100", 4),), (released, waiting))
+    infos = {"1": _info("1", "PENDING"), "2": _info("2", "PENDING")}
+    out, kept = within_limits(state, infos, parse_assoc_mgr(TEXT))
+    assert [j.id for j in out.jobs] == ["1"]
+    assert [(j.id, why.split(": ", 1)[1]) for j, why in kept] == [
+        ("2", "association (user root in account sub) job limit 1 (1 running)")]
+    # once Slurm runs it, assoc_mgr counts it (here: the text's 0 running): not charged twice
+    infos["1"] = _info("1", "RUNNING")
+    out, kept = within_limits(state, infos, parse_assoc_mgr(TEXT))
+    assert [j.id for j in out.jobs] == ["1", "2"] and kept == ()
