@@ -1,7 +1,8 @@
 """The live daemon's ``Job.time_limit_s`` read from the real Slurm 22.05 (issue 31: it was left
 unfilled, so ``slurm_backfill`` planned live jobs with its one-day default), seen through
 ``gpufair snapshot``: a ``--time=5`` job has 300 s, one without ``--time`` in a partition
-without DefaultTime and with MaxTime=UNLIMITED has none."""
+without DefaultTime and with MaxTime=UNLIMITED has none, one submitted while the partition's
+DefaultTime was 30 minutes has 1,800 s."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ def test_snapshot_carries_each_job_s_time_limit(cluster: Cluster, tmp_path):
                            "/dev/null", *args, "--wrap", "sleep 600").stdout.strip()
 
     five, unlimited, hours = submit("--time=5"), submit(), submit("--time=1-02:00:00")
+    cluster.run("scontrol", "update", "PartitionName=gpu", "DefaultTime=30")
+    try:   # the partition's default, filled in by slurmctld at submission
+        default = submit()
+    finally:
+        # (scontrol takes no NONE: UNLIMITED gives jobs what NONE with MaxTime=UNLIMITED does)
+        cluster.run("scontrol", "update", "PartitionName=gpu", "DefaultTime=UNLIMITED")
     config = write_config(tmp_path / "g.toml", cluster, tmp_path / "s.db")
     snap = json.loads(cluster.run(*CLI, "snapshot", "--slurm", "--config",
                                   str(config)).stdout)
@@ -26,3 +33,4 @@ def test_snapshot_carries_each_job_s_time_limit(cluster: Cluster, tmp_path):
     assert limits[five] == 300.0
     assert limits[unlimited] is None
     assert limits[hours] == 26 * 3600.0
+    assert limits[default] == 30 * 60.0
