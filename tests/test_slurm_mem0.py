@@ -6,6 +6,7 @@ went onto a 256,000 MB node where another job held memory, and Slurm left it wai
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from test_host_room import MB, READ, _docs, _job, _node, _nodes_of, _state
@@ -13,6 +14,7 @@ from test_host_room import MB, READ, _docs, _job, _node, _nodes_of, _state
 from gpufair.adapters.slurm.translate import translate
 from gpufair.model import HostRequest, JobState
 from gpufair.model.host_room import HostRoom
+from gpufair.model.snapshot import state_from_dict, state_to_dict
 from gpufair.policy.placement import place
 
 WHOLE = HostRequest(cpus_per_node=1, memory_per_node_mb=MB, whole_memory=True)
@@ -50,3 +52,12 @@ def test_a_running_whole_memory_job_leaves_no_memory_on_its_node():
     room.take(running, running.gpus_held)
     assert room.free("big") == (31, 0)            # all 256,000 MB, not the 128,000 shown
     assert not room.fits(_job("j1", 1000), "big", 1) and room.fits(_job("j1", 1000), "other", 1)
+
+
+def test_a_snapshot_keeps_it_and_one_saved_before_still_loads():
+    state = _state([_node("big", memory=2 * MB)], [replace(_job("j1", 0), host=WHOLE)])
+    document = state_to_dict(state)
+    assert document["jobs"][0]["host"]["whole_memory"] is True
+    assert state_from_dict(json.loads(json.dumps(document))) == state
+    document["jobs"][0]["host"].pop("whole_memory")     # saved before the field
+    assert state_from_dict(document).jobs[0].host == replace(WHOLE, whole_memory=False)
