@@ -137,7 +137,8 @@ class HostRequest:
     Slurm's forms, each resolved on the GPUs the job gets on that node: a CPU count per node
     (tasks x CPUs per task) or per GPU (``--cpus-per-gpu``), whichever is more; memory per
     node (``--mem``), else per GPU (``--mem-per-gpu``), else per CPU (``--mem-per-cpu``, or
-    the site's DefMemPerCPU Slurm filled in); ``--exclusive``: the whole node. Zero: not
+    the site's DefMemPerCPU Slurm filled in); ``--mem=0``: all of the node's memory;
+    ``--exclusive``: the whole node. Zero: not
     asked. A job from a trace has no request at all (``Job.host is None``).
     """
 
@@ -147,12 +148,19 @@ class HostRequest:
     memory_per_gpu_mb: int = 0
     memory_per_cpu_mb: int = 0
     exclusive: bool = False
+    #: all of each node's memory (Slurm's ``--mem=0``, and a job without any memory request
+    #: on a site without DefMemPerCPU/DefMemPerNode): the node's whole memory, whatever its
+    #: size, so no other job may hold memory there; ``memory_per_node_mb`` is the least it
+    #: is (what Slurm shows), for a node that does not tell its memory
+    whole_memory: bool = False
 
     def on_node(self, gpus: int, node: Node) -> tuple[int, int]:
         """(CPUs, memory MB) it takes on ``node`` with ``gpus`` of its GPUs there."""
         if self.exclusive:
             return node.cpus or 0, node.memory_mb or 0
         cpus = max(self.cpus_per_node, self.cpus_per_gpu * gpus)
+        if self.whole_memory:
+            return cpus, node.memory_mb or self.memory_per_node_mb
         if self.memory_per_node_mb:
             return cpus, self.memory_per_node_mb
         if self.memory_per_gpu_mb:
