@@ -164,3 +164,30 @@ def test_oef_keeps_a_running_span_in_the_next_round() -> None:
     running = replace(state.jobs[0], state=JobState.RUNNING, gpus_held=a.gpu_ids)
     later = replace(state, time_s=300.0, jobs=(running,))
     assert policy.schedule(later, 300.0).assignments == (a,)
+
+
+def test_oef_keeps_a_running_span_when_another_gang_is_placed_on_its_types() -> None:
+    """The 2-GPU job placed on V100 in node order would land on the GPUs the span holds:
+    the span's GPUs are reserved first, so the span is not restarted elsewhere."""
+    span = ("v100-0:0", "v100-0:1", "k80-0:0", "k80-0:1", "k80-0:2", "k80-0:3")
+    six = Job(id="six", gpus=6, state=JobState.RUNNING, gpus_held=span, start_s=0.0,
+              throughput=ThroughputProfile({("v100", 6): 9.0, ("k80", 6): 3.0}))
+    two = Job(id="two", gpus=2, throughput=ThroughputProfile({("v100", 2): 4.0,
+                                                              ("k80", 2): 1.0}))
+    nodes = (Node("v100-0", "v100", 4), Node("k80-0", "k80", 4))
+    state = ClusterState(time_s=0.0, nodes=nodes, jobs=(six, two))
+    plan = create_policy("oef", PolicyConfig(options={"span_types": True})).schedule(state, 0.0)
+    placed = plan.by_job()
+    assert placed["six"].gpu_ids == span
+    assert placed["two"].gpu_ids == ("v100-0:2", "v100-0:3")
+
+
+def test_place_leaves_reserved_gpus_alone() -> None:
+    from gpufair.policy.placement import place
+    nodes = (Node("v100-0", "v100", 4),)
+    a = Job(id="a", gpus=2, throughput=ThroughputProfile({("v100", 2): 1.0}))
+    b = Job(id="b", gpus=1, throughput=ThroughputProfile({("v100", 1): 1.0}))
+    state = ClusterState(time_s=0.0, nodes=nodes, jobs=(a, b))
+    out = place(state, [(a, "v100"), (b, "v100")], reserved=("v100-0:0", "v100-0:2"))
+    # the 2-GPU gang takes the two GPUs left (largest first); the 1-GPU job finds none
+    assert {x.job_id: x.gpu_ids for x in out} == {"a": ("v100-0:1", "v100-0:3")}

@@ -64,7 +64,8 @@ def place_spans(state: ClusterState, placed: Sequence[Assignment],
                 spans: Sequence[tuple[Job, Mapping[str, int]]]) -> tuple[Assignment, ...]:
     """GPU ids for each (job, GPUs per type) on the GPUs ``placed`` leaves free; largest
     gangs first. A job keeps the GPUs it holds when they are still free and of the same mix
-    (no needless restart); otherwise each type's part goes where a gang of that size would
+    (no needless restart: a caller that places other gangs first reserves them, see
+    :func:`kept_span`); otherwise each type's part goes where a gang of that size would
     (:func:`constrained_layout`: one node when one has room, the job's allowed nodes and
     CPUs and memory respected). A span that no longer fits is left out."""
     layout = state.layout()
@@ -76,7 +77,9 @@ def place_spans(state: ClusterState, placed: Sequence[Assignment],
             room.take(state.job(a.job_id), a.gpu_ids)
     out: list[Assignment] = []
     for job, mix in sorted(spans, key=lambda s: -s[0].gpus):
-        gpus = _kept(job, mix, free, node_at, type_of)
+        gpus = kept_span(job, mix, type_of)
+        if gpus is not None and any(g not in free[node_at[g]] for g in gpus):
+            gpus = None
         if gpus is None:
             gpus = _laid_out(job, mix, layout.nodes_of, free, room)
         if gpus is None or job.placement_problem(gpus, type_of) is not None:
@@ -88,15 +91,14 @@ def place_spans(state: ClusterState, placed: Sequence[Assignment],
     return tuple(out)
 
 
-def _kept(job: Job, mix: Mapping[str, int], free: FreeGpus, node_at: Mapping[str, str],
-          type_of: Mapping[str, str]) -> tuple[str, ...] | None:
+def kept_span(job: Job, mix: Mapping[str, int], type_of: Mapping[str, str]
+              ) -> tuple[str, ...] | None:
+    """The GPUs the job holds when they are usable and of exactly this mix (it can stay
+    where it runs: the caller reserves them from other placements), else None."""
     held = job.gpus_held
     if len(held) != job.gpus or any(g not in type_of for g in held) or \
             Counter(type_of[g] for g in held) != Counter(mix):
         return None
-    for g in held:
-        if g not in free[node_at[g]]:
-            return None
     return held
 
 

@@ -53,7 +53,7 @@ from gpufair.policy.oef.lp import (
 from gpufair.policy.oef.rounding import Rounder
 from gpufair.policy.placement import capacity_by_type, greedy_walk, held_types, place
 from gpufair.policy.solver import SolveOptions
-from gpufair.policy.spanning import place_spans, span_mix
+from gpufair.policy.spanning import kept_span, place_spans, span_mix
 from gpufair.settings import setting
 
 #: Significant digits of a speedup that still tell two job types apart: measurements differ
@@ -319,9 +319,13 @@ class OefPolicy(PolicyBase):
         if new_round:   # a tenant whose gangs did not fit its GPUs is charged what ran
             self.rounder.settle(np.where(blocked[:, None], np.minimum(real_rows, used),
                                          real_rows))
-        assignments = place(state, picks)
-        if spans:
+        if spans:   # a span that keeps its place is reserved before other gangs are placed
+            type_of = state.layout().type_of
+            keep = [g for job, mix in spans for g in kept_span(job, mix, type_of) or ()]
+            assignments = place(state, picks, keep)
             assignments += place_spans(state, assignments, spans)
+        else:
+            assignments = place(state, picks)
         for a in assignments:
             self._last_ran[a.job_id] = now
         self.view = RoundView(types, tuple(tenants), shares, real_rows, tuple(backfilled))
