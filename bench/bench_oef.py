@@ -76,6 +76,8 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "oef non-coop": ("oef", {"mode": "non_cooperative"}),
     "oef coop capped": ("oef", {"mode": "cooperative", "demand_cap": True}),
     "oef coop fifo-in-tenant": ("oef", {"mode": "cooperative", "job_order": "arrival"}),
+    "oef non-coop fifo-in-tenant": ("oef", {"mode": "non_cooperative",
+                                            "job_order": "arrival"}),
     "oef coop span": ("oef", {"mode": "cooperative", "span_types": True}),
     "oef non-coop span": ("oef", {"mode": "non_cooperative", "span_types": True}),
     "gandiva_fair": ("gandiva_fair", {}),
