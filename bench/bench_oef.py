@@ -241,9 +241,6 @@ def selected(args: argparse.Namespace) -> list[str]:
     if not args.variants:
         return list(VARIANTS)
     names = [v.strip() for v in args.variants.split(",")]
-    unknown = [v for v in names if v not in VARIANTS]
-    if unknown:
-        raise SystemExit(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
     return ["max_min", *(v for v in names if v != "max_min")]
 
 
@@ -488,6 +485,10 @@ def main() -> None:
     parser.add_argument("--max-coop-tenants", type=int, default=500,
                         help="skip cooperative LPs above this many tenants (n(n-1) envy rows)")
     args = parser.parse_args()
+    unknown = [v.strip() for v in args.variants.split(",") if v.strip()
+               and v.strip() not in VARIANTS]
+    if unknown:
+        parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
     parts = {"sim": part_sim, "steady": part_steady, "lp": part_lp, "round": part_round}
     for name in args.parts.split(","):
         parts[name](args)
