@@ -115,6 +115,18 @@ class ThroughputProfile:
     def rate(self, gpu_type: str, count: int) -> float | None:
         return self.rates.get((gpu_type, count))
 
+    def gang_rate(self, gpu_types: Iterable[str], count: int) -> float:
+        """Iterations/s of the whole job on ``count`` GPUs of ``gpu_types`` (one entry per GPU
+        or per type). A synchronous gang waits for its slowest worker at every step, so a gang
+        that spans types trains at the slowest type's whole-job rate at that gang size (the
+        straggler effect of OEF §4.4); 0 if any of the types has no rate there. The one
+        definition of what a gang on mixed GPUs is worth: the simulator, the policies that
+        may span types and the contract test all ask it."""
+        rates = [self.rates.get((t, count)) for t in set(gpu_types)]
+        if not rates or any(r is None or not r > 0 for r in rates):
+            return 0.0
+        return min(rates)   # type: ignore[type-var]
+
 
 @dataclass(frozen=True, slots=True)
 class Progress:
@@ -258,6 +270,14 @@ class Job:
             return 0.0
         value = self.throughput.rate(gpu_type, self.gpus if count is None else count)
         return 0.0 if value is None else value
+
+    def gang_rate(self, gpu_types: Iterable[str], count: int | None = None) -> float:
+        """:meth:`ThroughputProfile.gang_rate` at ``count`` (default: its gang size), 0 on a
+        type the job did not ask for: a gang spanning types runs at the slowest one's rate."""
+        kinds = set(gpu_types)
+        if self.gpu_types is not None and not kinds <= set(self.gpu_types):
+            return 0.0
+        return self.throughput.gang_rate(kinds, self.gpus if count is None else count)
 
 
 #: Job's fields in declaration order.

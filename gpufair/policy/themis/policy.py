@@ -370,7 +370,8 @@ class _FreePool:
             machines = [m for m in machines if m in allowed]
         topo = self.offer.topology
         kinds = {g: topo.type_of.get(topo.machine_of.get(g, ""), "") for g in previous}
-        if previous and job.placement_problem(tuple(previous), kinds) is None and \
+        if previous and len(set(kinds.values())) == 1 and \
+                job.placement_problem(tuple(previous), kinds) is None and \
                 all(g in self.free.get(topo.machine_of.get(g, ""), ()) for g in previous) and \
                 {topo.machine_of[g] for g in previous} <= set(machines):
             for g in previous:
