@@ -48,7 +48,11 @@ class PoolView:
         self.user_index = {u: i for i, u in enumerate(self.users)}
         self.weights = np.array([max(entitlement.get(u, 0.0), NO_ENTITLEMENT)
                                  for u in self.users])
+        self._weight_list = self.weights.tolist()
         self.gpus = np.zeros((len(self.servers), len(self.users)))   # GPUs by server, user
+        # its column sums, kept as GPUs are added: whole numbers, so exactly what summing
+        # the matrix gives, without a pass over every server at each prospect (issue 30)
+        self._demand = np.zeros(len(self.users))
         self._fractions: dict[tuple[str, int], float] = {}
         self._masks: dict[tuple[str, ...] | None, np.ndarray] = {}
 
@@ -57,18 +61,26 @@ class PoolView:
         column = self.user_index[user]
         for server, count in parts.items():
             self.gpus[self.index[server], column] += sign * count
+            self._demand[column] += sign * count
 
     def demands(self) -> np.ndarray:
-        return self.gpus.sum(axis=0)
+        """GPUs of demand per user (a fresh array: callers change it)."""
+        return self._demand.copy()
+
+    def _present(self, demands: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+        """(demand, tickets) of the users with demand here, in user order: water_fill's
+        arguments, built from lists rather than one numpy scalar per user."""
+        users, weights, values = self.users, self._weight_list, demands.tolist()
+        index = np.flatnonzero(demands > 0).tolist()
+        return {users[i]: values[i] for i in index}, {users[i]: weights[i] for i in index}
 
     def per_gpu(self, demands: np.ndarray | None = None) -> np.ndarray:
         """Eq. (1) with effective tickets: each user's water-filled tickets over its demand
         in this pool (0 for users without demand here)."""
         demands = self.demands() if demands is None else demands
-        present = {u: float(demands[i]) for i, u in enumerate(self.users) if demands[i] > 0}
+        present, weights = self._present(demands)
         if not present:
             return np.zeros(len(self.users))
-        weights = {u: float(self.weights[self.user_index[u]]) for u in present}
         _, effective = water_fill(float(self.capacity), weights, present)
         out = np.zeros(len(self.users))
         for u, t in effective.items():
@@ -86,9 +98,7 @@ class PoolView:
             if mine <= 0:
                 self._fractions[key] = 0.0
             else:
-                present = {u: float(demands[i]) for i, u in enumerate(self.users)
-                           if demands[i] > 0}
-                weights = {u: float(self.weights[self.user_index[u]]) for u in present}
+                present, weights = self._present(demands)
                 share, _ = water_fill(float(self.capacity), weights, present)
                 self._fractions[key] = min(1.0, share[user] / mine)
         return self._fractions[key]
