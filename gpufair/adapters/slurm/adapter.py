@@ -26,7 +26,9 @@ from gpufair.adapters.slurm.commands import (
     steps_for,
 )
 from gpufair.adapters.slurm.hostlist import expand_hostlist
+from gpufair.adapters.slurm.limits import read_limits, within_limits
 from gpufair.adapters.slurm.record_cache import RecordCache
+from gpufair.adapters.slurm.reservations import outside_reservations, read_reservations
 from gpufair.adapters.slurm.token import TokenSource
 from gpufair.adapters.slurm.translate import (
     REASON_SEP,
@@ -101,6 +103,12 @@ class SlurmSettings:
         False, "as slurm.conf's SchedulerParameters=kill_invalid_depend (set both alike): a"
         " held job whose dependency can never be met is cancelled unless it asked"
         " --kill-on-invalid-dep=no (one that asked =yes is cancelled either way)")
+    read_limits: bool = setting(
+        True, "hard mode: read the association/QOS limits (scontrol show assoc_mgr) each"
+        " round and start no job one of them forbids (GPUs, running jobs)")
+    read_reservations: bool = setting(
+        True, "hard mode: read the reservations (scontrol -o show reservation) each round and"
+        " plan no job onto a reserved node for a run that would overlap the reservation")
     checkpoint_signal: str = setting("USR1", "sent grace_s before a preemption or move, to the"
                                      " jobs that opted in")
     checkpoint_opt_in: str = setting(
@@ -314,6 +322,31 @@ class SlurmAdapter:
         state = view.state.with_jobs(keep)
         if blocked:
             state = replace(state, nodes=tuple(block_nodes(state.nodes, blocked)))
+        return self._within_limits(view, self._outside_reservations(state))
+
+    def _outside_reservations(self, state: ClusterState) -> ClusterState:
+        """Waiting jobs kept off reserved nodes for a run that would overlap the
+        reservation (:mod:`gpufair.adapters.slurm.reservations`)."""
+        if not self.settings.read_reservations:
+            return state
+        reservations = read_reservations(self.transport)
+        return state if reservations is None else outside_reservations(state, reservations)
+
+    def _within_limits(self, view: SlurmView, state: ClusterState) -> ClusterState:
+        """The state without the waiting jobs an association or QOS limit forbids to start
+        now (:mod:`gpufair.adapters.slurm.limits`); the dry run lists them as waiting."""
+        if not self.settings.read_limits:
+            return state
+        limits = read_limits(self.transport)
+        if limits is None:
+            return state
+        state, kept_out = within_limits(state, view.jobs, limits)
+        if kept_out:
+            out = {j.id for j, _ in kept_out}
+            self.last_view = replace(
+                view, state=view.state.with_jobs([j for j in view.state.jobs
+                                                  if j.id not in out]),
+                waiting=view.waiting + kept_out)
         return state
 
     def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:

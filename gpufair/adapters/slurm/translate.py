@@ -134,6 +134,9 @@ class SlurmJobInfo:
     #: and when Slurm's scheduler last looked at it (epoch seconds; 0 when not shown)
     eligible_s: float = 0.0
     evaluated_s: float = 0.0
+    #: who Slurm's association and QOS limits count it for: (account, user name, uid,
+    #: partition, QOS), see :mod:`gpufair.adapters.slurm.limits`
+    counted_as: tuple[str, str, int | None, str, str] = ("", "", None, "", "")
 
     @property
     def control_id(self) -> str:
@@ -500,9 +503,11 @@ def _job_states(records: Sequence[Any]) -> dict[str, str]:
     """Job id → Slurm state, of every record that has both (for dependencies)."""
     states = {}
     for raw in records:
-        if isinstance(raw, Mapping) and isinstance(raw.get("job_id"), int) \
-                and isinstance(raw.get("job_state"), str):
-            states[str(raw["job_id"])] = raw["job_state"].upper()
+        if isinstance(raw, Mapping) and isinstance(raw.get("job_state"), str):
+            try:
+                states[_job_id(raw.get("job_id"))] = raw["job_state"].upper()
+            except Malformed:  # named by the translation of that record
+                continue
     return states
 
 
@@ -641,9 +646,8 @@ def held_by_gpufair(jobs_doc: Any) -> list[str]:
             job_id = raw.get("job_id")
             if _on_hold(_text(raw, "job_state"), _text(raw, "state_reason"),
                      _num(raw, "priority", 0.0, float(_MAX_U32))) \
-                    and _text(raw, "job_state") == "PENDING" \
-                    and isinstance(job_id, int) and not isinstance(job_id, bool) and job_id > 0:
-                ids.append(str(job_id))
+                    and _text(raw, "job_state") == "PENDING" and isinstance(job_id, int):
+                ids.append(_job_id(job_id))
         except Malformed:
             continue
     return ids
@@ -1162,6 +1166,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         log_path=_log_path(raw, int(record or job_id), array_id, user, hosts),
         owner_uid=user_id, owner_gid=_int(raw, "group_id"), host=host_request(raw),
         progress=_NO_PROGRESS, throughput=_NO_PROFILE,
+        time_limit_s=time_limit_s(raw),
     )
     info = SlurmJobInfo(
         job_id=job_id, raw_state=raw_state, partition=partition, reason=reason,
@@ -1174,6 +1179,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         control=task_name(raw) or "",
         eligible_s=_num(raw, "eligible_time") or 0.0,
         evaluated_s=_num(raw, "last_sched_evaluation") or 0.0,
+        counted_as=(account, user, user_id, partition, _text(raw, "qos")),
     )
     return job, info
 
@@ -1182,6 +1188,25 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
 #: one of each (their default factories made two objects per job, 100,000 a round)
 _NO_PROGRESS = Progress()
 _NO_PROFILE = ThroughputProfile()
+#: Slurm's 32-bit "no value" and "infinite" (NO_VAL, INFINITE): a time limit of either is none
+_NO_LIMIT_MINUTES = frozenset({_MAX_U32 - 1, _MAX_U32})
+
+
+def time_limit_s(raw: Mapping[str, Any]) -> float | None:
+    """The job's time limit in seconds, or None when it has none (UNLIMITED) or none is shown.
+
+    ``time_limit`` is in minutes. slurmctld fills in the partition's DefaultTime (else its
+    MaxTime) at submission, so the record already carries the partition default; 22.05's
+    squeue prints UNLIMITED as null, slurmrestd as 4294967295 (INFINITE), later versions as
+    ``{"infinite": true}``; 0 (``--time=0``) is unlimited too. A backfill policy plans with
+    this limit (``slurm_backfill``); without it the policy's one-day default would stand in.
+    """
+    minutes = _int(raw, "time_limit")
+    if not minutes or minutes in _NO_LIMIT_MINUTES:
+        return None
+    return 60.0 * minutes
+
+
 #: ``--exclusive`` (``none``) and ``--exclusive=user`` (``user``): no node shared with another
 #: job of gpufair's (the second is looser in Slurm; as strict here: never placed wrong)
 _EXCLUSIVE = frozenset({"none", "user"})
@@ -1195,22 +1220,26 @@ def host_request(raw: Mapping[str, Any]) -> HostRequest | None:
     ``cpus`` spread over its nodes (``-n``), whichever is more; per GPU: ``cpus_per_tres``
     (``--cpus-per-gpu``). Memory: ``memory_per_node`` (``--mem``), else ``memory_per_tres``
     (``--mem-per-gpu``), else ``memory_per_cpu`` (``--mem-per-cpu``, which Slurm fills with
-    DefMemPerCPU when the job gave none: no need to read the site's config). ``shared``
+    DefMemPerCPU when the job gave none: no need to read the site's config), else none at
+    all: ``--mem=0``, the whole memory of each node (``whole_memory``). ``shared``
     ``none``: ``--exclusive``. None when the record asks nothing of the sort."""
     nodes = _int(raw, "node_count") or 1
     cpus = _int(raw, "cpus") or 0
     per_node = max(_int(raw, "minimum_cpus_per_node") or 0, -(-cpus // nodes))
     memory = _int(raw, "memory_per_node", _MAX_MEMORY_MB) or 0
+    whole = False
     if not (memory or _text(raw, "memory_per_tres") or _int(raw, "memory_per_cpu")):
-        # no memory field at all (a site without DefMemPerCPU): what Slurm counts in the
-        # job's TRES request, spread over its nodes
+        # no memory field at all: ``--mem=0``, or no request on a site without DefMemPerCPU
+        # (DefMemPerNode unlimited): all of each node's memory. The job's TRES request shows
+        # the smallest node's (spread over its nodes): the least it needs where unknown
         memory = -(-_tres_memory(raw) // nodes)
+        whole = memory > 0
     request = HostRequest(
         cpus_per_node=per_node, cpus_per_gpu=_per_gpu(raw, "cpus_per_tres"),
         memory_per_node_mb=memory,
         memory_per_gpu_mb=_per_gpu(raw, "memory_per_tres"),
         memory_per_cpu_mb=_int(raw, "memory_per_cpu", _MAX_MEMORY_MB) or 0,
-        exclusive=_text(raw, "shared").lower() in _EXCLUSIVE)
+        exclusive=_text(raw, "shared").lower() in _EXCLUSIVE, whole_memory=whole)
     return None if request == HostRequest() else request
 
 
