@@ -76,6 +76,10 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "oef non-coop": ("oef", {"mode": "non_cooperative"}),
     "oef coop capped": ("oef", {"mode": "cooperative", "demand_cap": True}),
     "oef coop fifo-in-tenant": ("oef", {"mode": "cooperative", "job_order": "arrival"}),
+    "oef non-coop fifo-in-tenant": ("oef", {"mode": "non_cooperative",
+                                            "job_order": "arrival"}),
+    "oef coop span": ("oef", {"mode": "cooperative", "span_types": True}),
+    "oef non-coop span": ("oef", {"mode": "non_cooperative", "span_types": True}),
     "gandiva_fair": ("gandiva_fair", {}),
     "gandiva_fair no trading": ("gandiva_fair", {"trading": False}),
 }
@@ -128,8 +132,17 @@ class TenantTagged:
             done = j.progress.iterations_done
             self.ledger.add_progress(j, done - self._seen.get(j.id, 0.0))
             self._seen[j.id] = done
-        self._running = {j.id: self._type_of[j.gpus_held[0]] for j in jobs if j.gpus_held}
+        self._running = {j.id: self._gang_type(j.id, j.gpus_held) for j in jobs if j.gpus_held}
         return self._state
+
+    def _gang_type(self, job_id: str, gpus: Sequence[str]) -> str:
+        """The type a gang's GPUs count as: its own, or for a gang spanning types the slowest
+        for the job (the whole gang runs at that type's rate)."""
+        kinds = {self._type_of[g] for g in gpus}
+        if len(kinds) == 1 or self._state is None:
+            return next(iter(kinds)) if len(kinds) == 1 else self._type_of[gpus[0]]
+        job = next(j for j in self._state.jobs if j.id == job_id)
+        return min(sorted(kinds), key=job.rate)
 
     def apply(self, actions: Sequence) -> list:
         results = self.sim.apply(actions)
@@ -139,7 +152,8 @@ class TenantTagged:
             if isinstance(r.action, Preempt):
                 self._running.pop(r.action.job_id, None)
             elif isinstance(r.action, Start | Resume | Migrate):
-                self._running[r.action.job_id] = self._type_of[r.action.gpu_ids[0]]
+                self._running[r.action.job_id] = self._gang_type(r.action.job_id,
+                                                                 r.action.gpu_ids)
         return results
 
     def advance(self) -> None:
@@ -183,7 +197,9 @@ def run_variant(variant: str, trace: Sequence[TraceJob], throughputs: Throughput
         out["estimate"] = float(sum(np.dot(v.speedups, x)
                                     for v, x in zip(view.tenants, view.shares, strict=True)))
     metrics = sim.metrics()
-    out.update(jobs=metrics.num_jobs, avg_jct_h=metrics.avg_jct_s / 3600,
+    out.update(straggler_workers=sim.straggler_workers,
+               straggler_idle_gpu_h=sim.straggler_idle_gpu_s / 3600, jobs=metrics.num_jobs,
+               avg_jct_h=metrics.avg_jct_s / 3600,
                makespan_h=metrics.makespan_s / 3600, utilization=metrics.utilization,
                wall_s=time.perf_counter() - wall, cpu_s=time.process_time() - cpu,
                policy_s=rounds.policy_s, partial=not done)
@@ -197,7 +213,8 @@ def table(results: dict[str, dict[str, float]], steady: bool) -> str:
     if steady:
         header.insert(3, "OEF LP estimate")
     else:
-        header[1:1] = ["jobs", "avg JCT (h)", "vs max_min", "makespan (h)", "util."]
+        header[1:1] = ["jobs", "avg JCT (h)", "vs max_min", "makespan (h)", "util.",
+                       "straggler workers", "straggler idle GPU-h"]
     header += ["policy s", "wall s"]
     rows = [header]
     for variant, r in results.items():
@@ -209,12 +226,22 @@ def table(results: dict[str, dict[str, float]], steady: bool) -> str:
         if not steady:
             jct = f"{r['avg_jct_h'] / base['avg_jct_h'] - 1:+.1%}" if base else "-"
             row[1:1] = [f"{r['jobs']:.0f}", f"{r['avg_jct_h']:.2f}", jct,
-                        f"{r['makespan_h']:.1f}", f"{r['utilization']:.3f}"]
+                        f"{r['makespan_h']:.1f}", f"{r['utilization']:.3f}",
+                        f"{r['straggler_workers']}", f"{r['straggler_idle_gpu_h']:.1f}"]
         if steady:
             row.insert(3, f"{r['estimate']:.2f}" if "estimate" in r else "-")
         row += [f"{r['policy_s']:.1f}", f"{r['wall_s']:.1f}"]
         rows.append(row)
     return markdown(rows)
+
+
+def selected(args: argparse.Namespace) -> list[str]:
+    """The variants ``--variants`` names (comma-separated; all when empty), max_min first: it
+    is the base of every "vs" column."""
+    if not args.variants:
+        return list(VARIANTS)
+    names = [v.strip() for v in args.variants.split(",")]
+    return ["max_min", *(v for v in names if v != "max_min")]
 
 
 def part_sim(args: argparse.Namespace) -> None:
@@ -224,7 +251,7 @@ def part_sim(args: argparse.Namespace) -> None:
     throughputs = load_throughputs(data.path("gavel_simulator_throughputs.json"))
     nodes = parse_cluster_spec(args.cluster, "4")
     results = {}
-    for variant in VARIANTS:
+    for variant in selected(args):
         r = run_variant(variant, trace, throughputs, nodes, None, args.time_limit)
         if r is not None:
             results[variant] = r
@@ -233,12 +260,20 @@ def part_sim(args: argparse.Namespace) -> None:
     print(table(results, steady=False))
 
 
-def steady_trace(throughputs: Throughputs, tenants: int, per_tenant: int, seed: int
-                 ) -> list[TraceJob]:
+def steady_trace(throughputs: Throughputs, tenants: int, per_tenant: int, seed: int,
+                 ordered: bool = False) -> list[TraceJob]:
+    """``per_tenant`` 1-GPU jobs of one job type for each of ``tenants`` job types drawn
+    (``seed``) from those with a rate on every type; ``ordered``: only the types the OEF
+    paper assumes (footnote 1: K80 ≤ P100 ≤ V100 for every job; Gavel's measurements break
+    it for 8 job types), and at most as many tenants as there are such types."""
     rng = np.random.default_rng(seed)
     kinds = sorted(jt for (jt, sf) in throughputs.isolated[REFERENCE] if sf == 1
                    and all((throughputs.rate(t, jt, 1) or 0) > 0 for t in ("k80", "p100",
                                                                           "v100")))
+    if ordered:
+        kinds = [k for k in kinds if throughputs.rate("k80", k, 1) <=
+                 throughputs.rate("p100", k, 1) <= throughputs.rate("v100", k, 1)]
+        tenants = min(tenants, len(kinds))
     chosen = [kinds[i] for i in rng.choice(len(kinds), size=tenants, replace=False)]
     jobs = []
     for kind in chosen:
@@ -269,8 +304,37 @@ def part_steady(args: argparse.Namespace) -> None:
     print(lp_estimates(trace, throughputs, nodes))
 
 
+def compress_speedups(throughputs: Throughputs, alpha: float) -> Throughputs:
+    """Every rate's speedup over the reference type raised to ``alpha`` (rate_t =
+    rate_ref · (rate_t / rate_ref)^alpha): ``alpha`` < 1 narrows how differently jobs speed
+    up on faster GPUs while keeping each job's order of types; the reference rates, and so
+    the slowest-GPU units of normalized throughput, stay as measured."""
+    reference = throughputs.isolated[REFERENCE]
+    isolated = {t: {key: reference[key] * (r / reference[key]) ** alpha
+                    if r > 0 and reference.get(key) else r for key, r in table.items()}
+                for t, table in throughputs.isolated.items()}
+    return replace(throughputs, isolated=isolated,
+                   source=f"{throughputs.source} (speedups ^{alpha:.2f})")
+
+
+def paper_range_alpha(throughputs: Throughputs, trace: Sequence[TraceJob],
+                      top: float = 2.15) -> float:
+    """The exponent that brings the trace's largest 1-GPU speedup over the reference type to
+    ``top``: 2.15x, the largest speedup the OEF paper reports on its RTX 3070/3080/3090
+    testbed (LSTM on a 3090, Fig. 1a; VGG 1.39x)."""
+    largest = max(max(throughputs.rate(t, j.job_type, 1) or 0.0 for t in throughputs.isolated)
+                  / throughputs.rate(REFERENCE, j.job_type, 1) for j in trace)
+    return float(np.log(top) / np.log(largest))
+
+
 def lp_estimates(trace: Sequence[TraceJob], throughputs: Throughputs,
                  nodes: Sequence[Node]) -> str:
+    return "LP estimates (tenant level, fractional): " + ", ".join(
+        f"{name} {value:.2f}" for name, value in lp_values(trace, throughputs, nodes).items())
+
+
+def lp_values(trace: Sequence[TraceJob], throughputs: Throughputs,
+              nodes: Sequence[Node]) -> dict[str, float]:
     """The fractional optima on the steady set, tenant level: OEF's two LPs and the paper's
     Gavel baseline as the spec reconstructs it (§5.4: max t, W_l·x_l >= t W_l·m/n, a tenant's
     share at most its jobs), which is what the paper's 'estimated' gains compare."""
@@ -304,8 +368,7 @@ def lp_estimates(trace: Sequence[TraceJob], throughputs: Throughputs,
     res = linprog(c, A_ub=np.array(rows), b_ub=rhs, bounds=(0, None), method="highs")
     x = res.x[:-1].reshape(n, k)
     out["Gavel (spec 5.4, tenant level)"] = float(np.sum(w * x))
-    return "LP estimates (tenant level, fractional): " + ", ".join(
-        f"{name} {value:.2f}" for name, value in out.items())
+    return out
 
 
 def efficiency_bound(trace: Sequence[TraceJob], throughputs: Throughputs,
@@ -411,6 +474,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=0,
                         help="simulate only the trace's first N lines (0: all)")
     parser.add_argument("--cluster", default="v100:8,p100:8,k80:8")
+    parser.add_argument("--variants", default="",
+                        help="simulate only these variants of the sim part (comma-separated)")
     parser.add_argument("--time-limit", type=float, default=900.0,
                         help="wall seconds per simulated policy (then partial)")
     parser.add_argument("--hours", type=float, default=12.0,
@@ -420,6 +485,10 @@ def main() -> None:
     parser.add_argument("--max-coop-tenants", type=int, default=500,
                         help="skip cooperative LPs above this many tenants (n(n-1) envy rows)")
     args = parser.parse_args()
+    unknown = [v.strip() for v in args.variants.split(",") if v.strip()
+               and v.strip() not in VARIANTS]
+    if unknown:
+        parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
     parts = {"sim": part_sim, "steady": part_steady, "lp": part_lp, "round": part_round}
     for name in args.parts.split(","):
         parts[name](args)

@@ -29,6 +29,13 @@ The site (per 1,024 nodes; ``--nodes`` and ``--jobs`` scale it):
   partition that gpufair leaves alone;
 - 200 users in 40 accounts (scaled), submit times spread over the last three days.
 
+``--poll N`` measures the daemon's poll on a quiet cluster instead: N polls in this process
+through the CLI reader (``squeue``/``sinfo`` stand-ins on PATH print the documents, so their
+CPU is the child's, as slurmctld's and squeue's is in a real poll), each as
+``Daemon._changed`` does it (the adapter's change check, then a full read and the fill check
+if it says so), timed in process CPU: the first poll (a full read, nothing cached) and the
+median of the others.
+
 The generator is seeded: the same ``--seed`` and sizes give the same bytes (``--keep DIR``
 leaves them there for ``gpufair dry-run`` by hand, or to diff two gpufair versions' actions
 with ``--actions-to``).
@@ -453,6 +460,33 @@ def timed_child(squeue: Path, sinfo: Path, policy: str, timeout: float
     return data
 
 
+def poll_times(squeue: Path, sinfo: Path, polls: int) -> list[float]:
+    """Process CPU seconds of each of ``polls`` quiet-cluster polls through the CLI reader:
+    what ``Daemon._changed`` does (a snapshot, the occupancy, the fill check)."""
+    from gpufair.adapters.slurm import CliTransport, SlurmAdapter, SlurmSettings
+    from gpufair.core.fill import may_fill, occupancy
+    fake = Path(tempfile.mkdtemp(prefix="site-scale-bin-"))
+    for name, path in (("squeue", squeue), ("sinfo", sinfo)):
+        script = fake / name
+        script.write_text(f"#!/bin/sh\nexec cat {path}\n")
+        script.chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}:{os.environ.get('PATH', '')}")
+    adapter = SlurmAdapter(CliTransport(env=env, timeout_s=60.0),
+                           SlurmSettings(managed_partitions=("gpu", "gpu-long")))
+    seen = None
+    spent = []
+    for _ in range(polls):
+        cpu = time.process_time()
+        if seen is None or getattr(adapter, "changed", lambda: True)():
+            state = adapter.snapshot()   # the first poll, or a change: read in full
+            if seen is None:
+                seen = occupancy(state)
+            may_fill(state)
+            del state
+        spent.append(time.process_time() - cpu)
+    return spent
+
+
 def markdown(rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows[1:])])
@@ -530,6 +564,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="per dry run, seconds")
     parser.add_argument("--keep", help="write the documents into this directory")
     parser.add_argument("--actions-to", help="write each policy's actions (JSON) here")
+    parser.add_argument("--poll", type=int, metavar="N",
+                        help="time N quiet-cluster polls through the CLI reader instead")
     parser.add_argument("--generate-only", action="store_true",
                         help="write the documents (--keep DIR) and stop")
     args = parser.parse_args()
@@ -542,6 +578,20 @@ def main() -> int:
         Path(args.keep).mkdir(parents=True, exist_ok=True)
         (Path(args.keep) / "squeue.json").write_text(json.dumps(jobs_doc))
         (Path(args.keep) / "sinfo.json").write_text(json.dumps(nodes_doc))
+        return 0
+    if args.poll:
+        with tempfile.TemporaryDirectory(prefix="site-scale-") as folder:
+            jobs_doc, nodes_doc = site_documents(args.jobs, args.nodes, args.seed)
+            squeue, sinfo = Path(folder) / "squeue.json", Path(folder) / "sinfo.json"
+            squeue.write_text(json.dumps(jobs_doc))
+            sinfo.write_text(json.dumps(nodes_doc))
+            del jobs_doc, nodes_doc
+            spent = poll_times(squeue, sinfo, max(2, args.poll))
+        print(f"quiet-cluster poll, CLI reader, {args.jobs} jobs / {args.nodes} nodes; load "
+              f"average {load_average()} ({os.cpu_count()} CPUs)")
+        print(markdown([["polls", "first poll cpu s", "later polls cpu s (median)"],
+                        [str(len(spent)), f"{spent[0]:.3f}",
+                         f"{float(np.median(spent[1:])):.3f}"]]))
         return 0
     for block in bench(args):
         print(block, flush=True)

@@ -1,11 +1,12 @@
 """How closely ``slurm_backfill`` reproduces what a real Slurm did, on a recorded sacct history.
 
-The histories are tests/data/sacct/one_node_*/ and fifo_backfill/: bursts of jobs on the
-loopback Slurm 22.05 (4 nodes of 4 GPUs of one type, FIFO by job id, ``sched/backfill`` every
-2 s), recorded by scripts/slurm/record_history.py --burst-only. Each allocation that ran
-on GPUs is a job: eligible at its ``Eligible``, run time End - Start, its ``Timelimit``, its
-GPU count and node count. (The smallest conversion the comparison needs; the replay branch
-owns the full one.) Two measures, both "within one round" (Slurm's scheduling interval):
+The histories are tests/data/sacct/one_node_*/, fifo_backfill/ and mixed_types/: bursts of
+jobs on the loopback Slurm 22.05 (4 nodes of 4 GPUs, of one type or 2 K80 + 2 V100 nodes,
+FIFO by job id, ``sched/backfill`` every 2 s), recorded by scripts/slurm/record_history.py
+--burst-only. Each allocation that ran on GPUs is a job: eligible at its ``Eligible``, run
+time End - Start, its ``Timelimit``, its GPU count and node count. (The smallest conversion
+the comparison needs; the replay branch owns the full one.) Two measures, both "within one
+round" (Slurm's scheduling interval):
 
 - **state replay** (:func:`state_replay`): for each job, the cluster as Slurm had it (jobs
   running on the nodes sacct names, jobs waiting) at the times around its real start; the
@@ -15,12 +16,18 @@ owns the full one.) Two measures, both "within one round" (Slurm's scheduling in
 - **open loop** (:func:`open_loop`): the whole history through the simulator with the
   policy; each simulated start against the real one (a disagreement early on moves every
   later job, so this is the harder measure).
+
+A third measure reads slurmctld's own plans (``DebugFlags=Backfill``, one_node_b/backfill.log):
+**planned starts** (:func:`plan_agreement`), each start the backfill scheduler planned for a
+waiting job at one of its cycles against the start the policy reserves for it on the same state.
+It tests the reservations themselves, which start times show only through their effect.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -39,9 +46,11 @@ from gpufair.policy.base import Policy, PolicyConfig
 from gpufair.policy.registry import create_policy
 
 DATA = Path(__file__).parent / "data" / "sacct"
-#: the cluster of those histories, in Slurm's node order (22.05 orders nodes by name)
+#: the cluster of the one-type histories, in Slurm's node order (22.05 orders nodes by name)
 NODES = tuple(Node(f"gpu-{i}", "v100", 4) for i in range(1, 5))
 GPU_TYPE = "v100"
+#: GPUs per node of every loopback cluster recorded (scripts/slurm/up.sh's nodes)
+GPUS_PER_NODE = 4
 #: Slurm's scheduling interval on the loopback cluster (bf_interval=2, sched_interval=2)
 ROUND_S = 2.0
 NOT_STARTED = frozenset({"Unknown", "None", ""})
@@ -58,6 +67,7 @@ class Allocation:
     start: float
     end: float
     limit_s: float
+    types: tuple[str, ...] = ()   # the GPU types AllocTRES names (gres/gpu:TYPE=N)
 
 
 def epoch(text: str) -> float:
@@ -80,27 +90,42 @@ def allocations(path: Path) -> list[Allocation]:
     return [Allocation(id=row["JobIDRaw"], rank=rank, gpus=gpus, nodes=int(row["NNodes"]),
                        node_list=tuple(expand_hostlist(row["NodeList"])), eligible=eligible,
                        start=epoch(row["Start"]), end=epoch(row["End"]),
-                       limit_s=60.0 * int(row["TimelimitRaw"]))
+                       limit_s=60.0 * int(row["TimelimitRaw"]),
+                       types=tuple(re.findall(r"gres/gpu:(\w+)=", row["AllocTRES"])))
             for rank, (eligible, _id, row, gpus) in enumerate(rows)]
 
 
-def _job(a: Allocation, **fields: Any) -> Job:
+def cluster(allocs: list[Allocation]) -> tuple[Node, ...]:
+    """The history's nodes in Slurm's order (by name), each of the type its one-node jobs
+    ran on (AllocTRES names it); :data:`NODES` for the one-type histories."""
+    type_of = {a.node_list[0]: a.types[0] for a in allocs if a.nodes == 1 and len(a.types) == 1}
+    if len(set(type_of.values())) < 2:
+        return NODES
+    return tuple(Node(name, type_of[name], GPUS_PER_NODE) for name in sorted(type_of))
+
+
+def _job(a: Allocation, types: tuple[str, ...] = (GPU_TYPE,), **fields: Any) -> Job:
+    """The allocation as a job that may run on any of ``types`` (the bursts ask untyped)."""
     return Job(id=a.id, gpus=a.gpus, arrival_s=a.eligible, time_limit_s=a.limit_s,
-               nodes=a.nodes, throughput=ThroughputProfile({(GPU_TYPE, a.gpus): 1.0}),
+               nodes=a.nodes, throughput=ThroughputProfile({(t, a.gpus): 1.0 for t in types}),
                **fields)
 
 
-def state_at(allocs: list[Allocation], t: float, waiting: Allocation) -> ClusterState:
+def state_at(allocs: list[Allocation], t: float, waiting: Allocation | None = None
+             ) -> ClusterState:
     """The cluster as Slurm had it at ``t``, with ``waiting`` not started yet.
 
     Running: started before ``t`` (or at ``t`` ahead of ``waiting`` in priority: the same
-    scheduling pass) and not ended by ``t``, on the nodes sacct names (GPU indices in the
-    order jobs started there). Waiting: eligible by ``t`` and not running.
+    scheduling pass; every job started at ``t`` without ``waiting``) and not ended by ``t``,
+    on the nodes sacct names (GPU indices in the order jobs started there). Waiting:
+    eligible by ``t`` and not running.
     """
-    used = {n.name: 0 for n in NODES}
+    nodes = cluster(allocs)
+    types = tuple(dict.fromkeys(n.gpu_type for n in nodes))
+    used = {n.name: 0 for n in nodes}
     jobs = []
     for a in sorted(allocs, key=lambda a: (a.start, a.rank)):
-        before = a.start < t or (a.start == t and a.rank < waiting.rank)
+        before = a.start < t or (a.start == t and (waiting is None or a.rank < waiting.rank))
         if a is waiting or not before or a.end <= t:
             continue
         per = a.gpus // len(a.node_list)
@@ -108,12 +133,13 @@ def state_at(allocs: list[Allocation], t: float, waiting: Allocation) -> Cluster
         for node in a.node_list:
             held += [f"{node}:{used[node] + i}" for i in range(per)]
             used[node] += per
-        jobs.append(_job(a, state=JobState.RUNNING, start_s=a.start, gpus_held=tuple(held)))
+        jobs.append(_job(a, types, state=JobState.RUNNING, start_s=a.start,
+                         gpus_held=tuple(held)))
     running = {j.id for j in jobs}
-    jobs += [_job(a) for a in allocs
+    jobs += [_job(a, types) for a in allocs
              if a.id not in running and a.eligible <= t and (a is waiting or a.start >= t)]
     jobs.sort(key=lambda j: (j.arrival_s, int(j.id)))
-    return ClusterState(time_s=t, nodes=NODES, jobs=tuple(jobs))
+    return ClusterState(time_s=t, nodes=nodes, jobs=tuple(jobs))
 
 
 def state_replay(allocs: list[Allocation], policy: Policy, round_s: float = ROUND_S
@@ -139,22 +165,98 @@ def state_replay(allocs: list[Allocation], policy: Policy, round_s: float = ROUN
     return misses
 
 
-def open_loop(allocs: list[Allocation], options: Mapping[str, Any], round_s: float = ROUND_S
-              ) -> list[tuple[str, float]]:
+#: a line of slurmctld's backfill log giving a waiting job's planned start
+PLANNED = re.compile(r"\[([0-9T:-]+)[.0-9]*\] sched/backfill: _dump_job_sched: JobId=(\d+) "
+                     r"to start at ([0-9T:-]+),")
+
+
+def backfill_plans(log: Path) -> dict[float, dict[str, float]]:
+    """Each backfill cycle of a ``DebugFlags=Backfill`` slurmctld log (at its second) → the
+    start it planned for each waiting job it tested."""
+    cycles: dict[float, dict[str, float]] = {}
+    for line in log.read_text(encoding="latin-1").splitlines():
+        found = PLANNED.match(line)
+        if found:
+            cycles.setdefault(epoch(found[1]), {})[found[2]] = epoch(found[3])
+    return cycles
+
+
+def plan_agreement(allocs: list[Allocation], cycles: Mapping[float, Mapping[str, float]],
+                   policy: Policy, tolerance_s: float = 1.0) -> tuple[int, int]:
+    """(Slurm's planned starts the policy reserves within ``tolerance_s``, all of them): the
+    policy decides on each cycle's state (:func:`state_at`) and its reasons give each
+    reserved job's start. One second of tolerance: sacct's times are whole seconds."""
+    agree = total = 0
+    for t, planned in sorted(cycles.items()):
+        reasons = policy.schedule(state_at(allocs, t), t).reasons()
+        for job_id, start in planned.items():
+            total += 1
+            mine = reasons[job_id].figures.get("start_s") if job_id in reasons else None
+            agree += mine is not None and abs(float(mine) - start) <= tolerance_s
+    return agree, total
+
+
+def open_loop(allocs: list[Allocation], options: Mapping[str, Any], round_s: float = ROUND_S,
+              latency_s: float = 0.0) -> list[tuple[str, float]]:
     """The jobs the simulator, running ``slurm_backfill``, starts more than one round away
-    from Slurm's start, with the difference (s)."""
+    from Slurm's start, with the difference (s). ``latency_s``: an experiment, each job
+    holds its GPUs that much longer than it ran (Slurm's start latency, :func:`start_latency`,
+    charged to the job that frees them), to measure how much of the difference it makes."""
     # the clock's zero on a whole minute, as Slurm's backfill map is aligned (bf_resolution)
     t0 = math.floor(allocs[0].eligible / 60.0) * 60.0
-    trace = [TraceJob(index=i, job_type="history", total_steps=max(1, math.ceil(a.end - a.start)),
+    trace = [TraceJob(index=i, job_type="history",
+                      total_steps=max(1, math.ceil(a.end - a.start + latency_s)),
                       scale_factor=a.gpus, arrival_s=a.eligible - t0, time_limit_s=a.limit_s,
                       nodes=a.nodes) for i, a in enumerate(allocs)]
-    rates = {GPU_TYPE: {("history", a.gpus): 1.0 for a in allocs}}
+    nodes = cluster(allocs)
+    rates = {n.gpu_type: {("history", a.gpus): 1.0 for a in allocs} for n in nodes}
     # a Slurm job starts at once: no restart overhead
     semantics = replace(semantics_named("clean"), restart_overhead_s=0.0)
-    sim = TraceSimulator(trace, Throughputs(rates, {}, "(neutral model)"), NODES, semantics,
+    sim = TraceSimulator(trace, Throughputs(rates, {}, "(neutral model)"), nodes, semantics,
                          round_s)
     policy = create_policy("slurm_backfill", PolicyConfig(round_s=round_s, options=options))
     run_to_end(sim, Round(policy))
     start = {job.trace.index: job.start_s for job in sim.jobs}
     return [(a.id, t0 + start[i] - a.start) for i, a in enumerate(allocs)
             if start[i] is None or abs(t0 + start[i] - a.start) > round_s]
+
+
+#: why a job's open-loop start differs from Slurm's, most direct first
+CAUSES = ("decides otherwise on Slurm's state (a 2-node job Slurm gave two GPU types)",
+          "decides otherwise on Slurm's state (a 2-node job)",
+          "decides otherwise on Slurm's state (a one-node job)",
+          "inherited: decides as Slurm on Slurm's state, moved by an earlier difference")
+
+
+def miss_causes(allocs: list[Allocation], policy: Policy, options: Mapping[str, Any]
+                ) -> Counter[str]:
+    """The open-loop misses by cause: a job the policy also starts otherwise on Slurm's own
+    state (its own decision differs: :func:`state_replay`), or one it starts as Slurm did
+    there, so that only an earlier difference (another job's decision, or Slurm's start
+    latency: :func:`start_latency`) moved it in the simulation."""
+    own = {job_id for job_id, _ in state_replay(allocs, policy)}
+    by_id = {a.id: a for a in allocs}
+
+    def cause(job_id: str) -> str:
+        a = by_id[job_id]
+        if job_id not in own:
+            return CAUSES[3]
+        if len(set(a.types)) > 1:
+            return CAUSES[0]   # a gpufair gang is of one type: it never runs as Slurm ran it
+        return CAUSES[1] if a.nodes > 1 else CAUSES[2]
+
+    return Counter(cause(job_id) for job_id, _ in open_loop(allocs, options))
+
+
+def start_latency(allocs: list[Allocation]) -> Counter[int]:
+    """How long after the GPUs came free Slurm started each job that had to wait for them
+    (whole seconds, as sacct gives; the last end on its nodes before its start): a pass
+    starts a job when it next runs and the node's epilog is done, where the simulator starts
+    it the moment they are free. Each such second moves every later job of a chain."""
+    out: Counter[int] = Counter()
+    for a in allocs:
+        freed = [b.end for b in allocs if b is not a and set(b.node_list) & set(a.node_list)
+                 and a.eligible < b.end <= a.start]
+        if freed and a.start - a.eligible > ROUND_S:
+            out[int(a.start - max(freed))] += 1
+    return out

@@ -531,3 +531,29 @@ def test_a_job_slurm_has_not_started_yet_keeps_the_gpus_it_was_given(late, other
         for j in jobs))
     second = {a.job_id: a.gpu_ids for a in pol.schedule(state, Q).assignments}
     assert second == {late: first[late], "C": first[other]}
+
+
+def test_pool_choice_keeps_server_order_on_ties_under_restrictions() -> None:
+    """The pool's placement (Algorithm 2 lines 9-11) with per-restriction masks (issue 30):
+    the least loaded allowed server holding the gang, the first on a tie; with a node count,
+    that many allowed servers least loaded first, ties in server order; none when too few."""
+    import numpy as np
+
+    from gpufair.policy.gandiva_fair.pools import PoolView
+
+    servers = ["s0", "s1", "s2", "s3", "s4"]
+    caps = {"s0": 8, "s1": 4, "s2": 8, "s3": 8, "s4": 8}
+    pool = PoolView("v100", servers, caps, ["u"], {"u": 1.0})
+    loads = np.array([0.5, 0.1, 0.2, 0.2, 0.9])
+
+    def gang(gpus: int, allowed=None, nodes=None) -> Job:
+        return Job(id="j", gpus=gpus, allowed_nodes=allowed, nodes=nodes)
+
+    assert pool.choose(gang(2), loads) == ("s1",)
+    assert pool.choose(gang(8), loads) == ("s2",)                   # tie s2/s3: first
+    assert pool.choose(gang(8, allowed=("s4", "s3", "s0")), loads) == ("s3",)
+    assert pool.choose(gang(16, nodes=2), loads) == ("s2", "s3")
+    assert pool.choose(gang(16, allowed=("s0", "s4", "s1"), nodes=2), loads) == ("s0", "s4")
+    assert pool.choose(gang(16, allowed=("s1", "s4"), nodes=2), loads) is None   # s1 too small
+    assert pool.choose(gang(12, allowed=("s1", "s4")), loads) == ("s1", "s4")   # spread
+    assert pool.choose(gang(3, nodes=2), loads) is None                # unequal parts

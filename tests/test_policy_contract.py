@@ -222,6 +222,22 @@ def snap_constrained() -> ClusterState:
     return ClusterState(time_s=100.0, nodes=nodes, jobs=jobs, gpu_types=GPU_TYPES)
 
 
+def snap_split_types() -> ClusterState:
+    """No single type holds the 6-GPU gang (4 V100, 5 usable K80: three of k80-1's are in use
+    outside gpufair), a 2-GPU job running on both types (started so by Slurm), a 1-GPU job
+    with no K80 rate: only a policy told it may span types runs the gang, across both at the
+    K80's rate; none puts the 1-GPU job on a K80."""
+    nodes = (Node("v100-0", "v100", 4, rack="r0"), Node("k80-0", "k80", 4, rack="r1"),
+             Node("k80-1", "k80", 4, rack="r1", unavailable=(1, 2, 3)))
+    jobs = (
+        make_job("six", 6, {"v100": 20.0, "k80": 8.0}, arrival=10.0),
+        make_job("across", 2, {"v100": 7.0, "k80": 3.0}, held=("v100-0:0", "k80-1:0"),
+                 attained=60.0, arrival=20.0),
+        make_job("v100_only", 1, {"v100": 4.0}, arrival=30.0),
+    )
+    return ClusterState(time_s=300.0, nodes=nodes, jobs=jobs, gpu_types=GPU_TYPES)
+
+
 SNAPSHOTS: dict[str, Callable[[], ClusterState]] = {
     "empty_cluster": snap_empty_cluster,
     "empty_queue": snap_empty_queue,
@@ -231,9 +247,10 @@ SNAPSHOTS: dict[str, Callable[[], ClusterState]] = {
     "tenants": snap_tenants,
     "started_elsewhere": snap_started_elsewhere,
     "constrained": snap_constrained,
+    "split_types": snap_split_types,
 }
 # snapshots whose plans change from round to round: the multi-round determinism check
-SEQUENCE_SNAPSHOTS = ("mixed_types", "gangs", "tenants", "started_elsewhere")
+SEQUENCE_SNAPSHOTS = ("mixed_types", "gangs", "tenants", "started_elsewhere", "split_types")
 
 
 # -- the independent checks -------------------------------------------------------------------
@@ -247,8 +264,12 @@ def usable_gpu_types(state: ClusterState) -> dict[str, str]:
     return out
 
 
-def contract_violations(state: ClusterState, plan: object) -> list[str]:
-    """Everything wrong with ``plan`` for ``state``; empty when the contract holds."""
+def contract_violations(state: ClusterState, plan: object, spanning: bool = False
+                        ) -> list[str]:
+    """Everything wrong with ``plan`` for ``state``; empty when the contract holds.
+
+    ``spanning``: the policy was told it may run a gang across GPU types (off by default);
+    such a gang still needs a positive rate at its size on every type it uses."""
     if not isinstance(plan, Plan):
         return [f"schedule returned {type(plan).__name__}, not a Plan"]
     problems: list[str] = []
@@ -304,7 +325,7 @@ def contract_violations(state: ClusterState, plan: object) -> list[str]:
         kinds = {type_of[g] for g in gpus if g in type_of}
         if job.gpu_types is not None and not kinds <= set(job.gpu_types):
             problems.append(f"{a.job_id}: on {sorted(kinds)}, asked {job.gpu_types}")
-        if len(kinds) > 1:
+        if len(kinds) > 1 and not spanning:
             problems.append(f"{a.job_id}: gang mixes GPU types {sorted(kinds)}")
         for kind in kinds:
             rate = job.throughput.rates.get((kind, size))
@@ -316,8 +337,9 @@ def contract_violations(state: ClusterState, plan: object) -> list[str]:
     return problems
 
 
-def assert_contract(state: ClusterState, plan: object, where: str) -> None:
-    problems = contract_violations(state, plan)
+def assert_contract(state: ClusterState, plan: object, where: str,
+                    spanning: bool = False) -> None:
+    problems = contract_violations(state, plan, spanning)
     assert not problems, f"{where}:\n  " + "\n  ".join(problems)
 
 
@@ -360,7 +382,9 @@ def advance(state: ClusterState, plan: Plan, dt: float = ROUND_S) -> ClusterStat
             jobs.append(replace(job, gpus_held=(), state=JobState.SUSPENDED
                                 if job.state is JobState.RUNNING else job.state))
             continue
-        rate = job.throughput.rates.get((type_of[gpus[0]], len(gpus)), 0.0)
+        # a gang across types trains at its slowest type's pace (written out here, not
+        # gpufair's ThroughputProfile.gang_rate: the contract's model is its own)
+        rate = min(job.throughput.rates.get((type_of[g], len(gpus)), 0.0) for g in gpus)
         total = job.progress.iterations_total or 0.0
         done = min(total, job.progress.iterations_done + rate * dt)
         per_epoch = SAMPLES_PER_EPOCH // (job.batch_size or 1)
@@ -379,11 +403,12 @@ def advance(state: ClusterState, plan: Plan, dt: float = ROUND_S) -> ClusterStat
     return replace(state, time_s=state.time_s + dt, jobs=tuple(jobs))
 
 
-def run_rounds(policy: Policy, state: ClusterState, rounds: int) -> list[Plan]:
+def run_rounds(policy: Policy, state: ClusterState, rounds: int, spanning: bool = False
+               ) -> list[Plan]:
     plans = []
     for _ in range(rounds):
         plan = policy.schedule(state, state.time_s)
-        assert_contract(state, plan, f"{policy.name} at t={state.time_s}")
+        assert_contract(state, plan, f"{policy.name} at t={state.time_s}", spanning)
         plans.append(plan)
         state = advance(state, plan)
     return plans
@@ -469,6 +494,8 @@ PAPER_BASELINES: dict[str, tuple[str, dict[str, object]]] = {
     "max_min level=tenant stages=1": ("max_min", {"level": "tenant"}),
     "max_min level=tenant stages=2": ("max_min", {"level": "tenant", "stages": 2}),
     "max_min stages=2": ("max_min", {"stages": 2}),
+    "oef span_types": ("oef", {"span_types": True}),
+    "oef non_cooperative span_types": ("oef", {"mode": "non_cooperative", "span_types": True}),
 }
 
 
@@ -476,11 +503,27 @@ PAPER_BASELINES: dict[str, tuple[str, dict[str, object]]] = {
 @pytest.mark.parametrize("variant", PAPER_BASELINES)
 def test_paper_baseline_keeps_the_contract(variant: str, snapshot: str) -> None:
     name, options = PAPER_BASELINES[variant]
+    spanning = bool(options.get("span_types"))
     state = SNAPSHOTS[snapshot]()
     plan = create_policy(name, config(**options)).schedule(state, state.time_s)
-    assert_contract(state, plan, f"{variant} on {snapshot}")
+    assert_contract(state, plan, f"{variant} on {snapshot}", spanning)
     if snapshot in SEQUENCE_SNAPSHOTS:
-        run_rounds(create_policy(name, config(**options)), state, 3)
+        run_rounds(create_policy(name, config(**options)), state, 3, spanning)
+
+
+@pytest.mark.parametrize("variant", [v for v, (_, o) in PAPER_BASELINES.items()
+                                     if o.get("span_types")])
+def test_spanning_variants_do_span(variant: str) -> None:
+    """The contract above covers spans only if spans happen: on split_types the 6-GPU gang
+    runs across both types (and nothing runs on a type where its rate is 0)."""
+    name, options = PAPER_BASELINES[variant]
+    state = snap_split_types()
+    plan = create_policy(name, config(**options)).schedule(state, state.time_s)
+    type_of = usable_gpu_types(state)
+    six = plan.by_job().get("six")
+    assert six is not None and {type_of[g] for g in six.gpu_ids} == {"v100", "k80"}, plan
+    assert all(type_of[g] == "v100" for a in plan.assignments if a.job_id == "v100_only"
+               for g in a.gpu_ids)
 @pytest.mark.parametrize("snapshot", SNAPSHOTS)
 @pytest.mark.parametrize("name", POLICIES)
 def test_every_job_gets_a_reason(name: str, snapshot: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from gpufair.model import ClusterState, Job, JobState, Node, ThroughputProfile
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
-from gpufair.policy.slurm_backfill import SlurmBackfillPolicy
+from gpufair.policy.slurm_backfill import SlurmBackfillPolicy, batch_ends
 
 
 def job(jid: str, gpus: int, *, arrival: float = 0.0, limit: float | None = 100.0,
@@ -34,12 +34,35 @@ def started(policy: SlurmBackfillPolicy, snap: ClusterState) -> dict[str, tuple[
     return {a.job_id: a.gpu_ids for a in plan.assignments if a.job_id not in running}
 
 
+#: EASY backfill with exact, GPU-level reservations: the rules these tests check one at a
+#: time (each of Slurm's own ways, the defaults, is switched on where it is tested)
+EASY = {"reservations": 1, "whole_nodes": False, "resolution_s": 0.0, "end_window_s": 0.0}
+
+
 def policy(**options: float) -> SlurmBackfillPolicy:
-    return SlurmBackfillPolicy(PolicyConfig(options=options))
+    return SlurmBackfillPolicy(PolicyConfig(options={**EASY, **options}))
 
 
 def test_registered_under_its_name():
     assert isinstance(create_policy("slurm_backfill"), SlurmBackfillPolicy)
+
+
+def test_by_default_it_plans_as_slurm_22_05_does():
+    # the first 20 waiting jobs reserved (Slurm: each it tests), on whole nodes, on whole
+    # minutes, at the last end of a batch of ends: scenes of the tests below, Slurm's way
+    default = SlurmBackfillPolicy(PolicyConfig())
+    assert (default.options.reservations, default.options.whole_nodes,
+            default.options.resolution_s, default.options.end_window_s) == (20, True, 60.0, 30.0)
+    nodes = (Node("n1", "v100", 4), Node("n2", "v100", 2))
+    protect = state(0.0, job("r1", 2, held=("n1:0", "n1:1"), start=0.0, limit=100.0),
+                    job("r2", 1, held=("n2:0",), start=0.0, limit=50.0),
+                    job("h1", 4, arrival=1.0, nodes=1),
+                    job("h2", 2, arrival=2.0, nodes=1, limit=1000.0),
+                    job("b", 1, arrival=3.0, limit=1000.0), nodes=nodes)
+    assert started(default, protect) == {}       # EASY: b starts, delaying h2
+    minutes = state(0.0, job("r", 2, held=("n1:0", "n1:1"), start=0.0, limit=100.0),
+                    job("h", 4, arrival=1.0), job("b", 2, arrival=2.0, limit=70.0))
+    assert started(default, minutes) == {}       # exact: b ends at 70, before h at 100
 
 
 def test_submission_order_while_jobs_fit():
@@ -190,6 +213,33 @@ def test_a_resolution_moves_reservations_to_its_multiples():
                  job("h", 4, arrival=1.0), job("b", 2, arrival=2.0, limit=70.0))
     assert started(policy(), snap) == {"b": ("n1:2", "n1:3")}
     assert started(policy(resolution_s=60.0), snap) == {}
+
+
+def test_slurm_plans_a_start_at_the_last_end_of_a_batch_of_ends():
+    # h needs 4 GPUs: they are first free at 10 (r1's limit, with the 2 free now), but
+    # Slurm's select plugin removes running jobs in batches (the first up to 30 + 30 s here:
+    # ends 10 and 25) and plans h at the batch's last end, 25; so b (2 GPUs until 24)
+    # backfills on the free GPUs, which it cannot with h reserved at 10
+    snap = state(0.0, job("r1", 2, held=("n1:0", "n1:1"), start=-90.0, limit=100.0),
+                 job("r2", 2, held=("n1:2", "n1:3"), start=-75.0, limit=100.0),
+                 job("h", 4, arrival=1.0), job("b", 2, arrival=2.0, limit=24.0),
+                 nodes=(Node("n1", "v100", 6),))
+    exact = policy(reservations=0).schedule(snap, 0.0).reasons()
+    batched = policy(reservations=0, end_window_s=30.0).schedule(snap, 0.0).reasons()
+    assert (exact["h"].figures["start_s"], exact["b"].code) == (10.0, "slurm_backfill.reserved")
+    assert (batched["h"].figures["start_s"], batched["b"].code) == \
+        (25.0, "slurm_backfill.backfilled")
+
+
+def test_slurms_batches_of_ends_double_until_an_end_falls_in_them():
+    # first end 10: barrier 30, batch up to 60 (10, 25, 60); the next end (200) is past
+    # 30 + 60 and 30 + 120, so the window doubles to 240: the batch is 200 and 260; then
+    # 900 needs a window of 960
+    assert batch_ends([10.0, 25.0, 60.0, 200.0, 260.0, 900.0], 30.0) == {60.0, 260.0, 900.0}
+    # a first end on a multiple of the window: its barrier is a whole window later
+    assert batch_ends([30.0, 90.0], 30.0) == {90.0}
+    assert batch_ends([30.0, 91.0], 30.0) == {30.0, 91.0}
+    assert batch_ends([], 30.0) == set()
 
 
 def test_each_job_is_told_why_in_backfill_terms():

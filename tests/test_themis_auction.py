@@ -221,6 +221,61 @@ def test_spent_budget_still_gives_a_feasible_round_with_generous_payments() -> N
             assert c >= exact.c[app] - 1e-9  # the refill is a lower bound on OPT(P \ i)
 
 
+def _columns(bids: list[Bid]) -> int:
+    """The PF MILP's column count: one per bid row (what one solve costs the work budget)."""
+    return sum(len(b.rows) for b in bids)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_work_budget_decides_the_same_under_any_wall_budget(backend) -> None:
+    """Issue 30: a round the work budget binds is the same whether the wall budget is tiny
+    (a loaded machine) or ample: PF solved (it fits), every payment a greedy refill."""
+    rng = random.Random(11)
+    for _ in range(6):
+        bids = _random_bids(rng, 5)
+        pf_only = _columns(bids)   # room for the PF solve, none for a payment
+        results = [partial_allocation(bids, CAPACITY, AuctionOptions(
+            backend=backend, work_budget=pf_only, budget_s=wall)) for wall in (1e-9, None)]
+        tiny, ample = results
+        assert (tiny.chosen, tiny.c, tiny.objective) == \
+            (ample.chosen, ample.c, ample.objective)
+        winners = sum(row is not None for row in ample.chosen.values())
+        assert ample.solves == 1 and ample.inexact == winners   # payments: all refills
+        exact = partial_allocation(bids, CAPACITY, brute_force=True)
+        assert ample.objective == pytest.approx(exact.objective)   # the PF solve was made
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_work_budget_of_zero_is_the_greedy_point_and_never_wall_bound(backend) -> None:
+    """No solve fits: PF is the greedy point and payments greedy refills, with no solver
+    call, so a tiny wall budget (which would otherwise still run the PF MILP) cannot move
+    it; the round stays feasible."""
+    rng = random.Random(12)
+    bids = _random_bids(rng, 5)
+    tiny, ample = (partial_allocation(bids, CAPACITY, AuctionOptions(
+        backend=backend, work_budget=0, budget_s=wall)) for wall in (1e-9, None))
+    assert (tiny.chosen, tiny.c) == (ample.chosen, ample.c)
+    assert ample.solves == 0 and ample.inexact >= 1
+    used: dict = {}
+    for row in ample.chosen.values():
+        for key, units in (row.uses if row else {}).items():
+            used[key] = used.get(key, 0) + units
+    assert all(used[k] <= CAPACITY[k] for k in used)
+
+
+def test_an_unreached_work_budget_changes_nothing() -> None:
+    """Where the work budget is never hit the auction is the exact one, solve for solve."""
+    rng = random.Random(13)
+    for _ in range(6):
+        bids = _random_bids(rng, 5)
+        free = partial_allocation(bids, CAPACITY, AuctionOptions(backend="highs",
+                                                                 budget_s=None))
+        roomy = partial_allocation(bids, CAPACITY, AuctionOptions(
+            backend="highs", budget_s=None, work_budget=_columns(bids) * len(bids)))
+        assert (roomy.chosen, roomy.c, roomy.solves, roomy.inexact) == \
+            (free.chosen, free.c, free.solves, 0)
+
+
 def _placed_bids(rng: random.Random, n: int) -> tuple[list[Bid], dict]:
     """One GPU type, two racks of two 4-GPU machines: pool rows as the agent emits them."""
     machines = {"m0": "r0", "m1": "r0", "m2": "r1", "m3": "r1"}

@@ -140,3 +140,29 @@ def test_canonical_trace_artifact_beats_the_artifact_themis_row(bundled_data) ->
     assert 100 * m.unfair_fraction["1.1"] < row["unfair_1.1_pct"]
     assert m.makespan_s == pytest.approx(29929, rel=0.01)
     assert m.worst_rho == pytest.approx(1.945, abs=0.01)
+
+
+def test_a_binding_work_budget_makes_the_plan_independent_of_the_wall_clock() -> None:
+    """Issue 30: Themis's plan depended on the machine's load (a 4 s wall budget per
+    auction). Two GPU types send the auction to the MILP; with the work budget binding
+    (room for the PF solve of 14 columns only), a tiny wall budget and none give the same
+    plan; unbudgeted, the same auction makes 7 solves."""
+    nodes = (Node("a0", "a100", 4, rack="r0"), Node("v0", "v100", 4, rack="r1"))
+    jobs = [Job(id=f"j{i}", gpus=1 + i % 2, arrival_s=-float(i),
+                progress=Progress(0.0, 500.0 + 170.0 * i),
+                throughput=ThroughputProfile({("a100", 1 + i % 2): 2.0 + 0.1 * i,
+                                              ("v100", 1 + i % 2): 1.0}))
+             for i in range(7)]
+    plans = []
+    for wall in (1e-9, None):
+        p = policy(f=0.0, auction_work_budget=14, auction_budget_s=wall)
+        plans.append(p.schedule(state(0.0, *jobs, nodes=nodes), 0.0).assignments)
+        assert p.stats.solves == 1   # the PF MILP; every payment a greedy refill
+    assert plans[0] == plans[1] and plans[0]
+
+
+def test_the_default_auction_has_a_work_budget_and_no_wall_budget() -> None:
+    """Reproducible by default: the wall clock is only a per-solve safety net."""
+    s = policy().settings
+    assert s.auction_work_budget and s.auction_budget_s is None
+    assert s.auction_time_limit_s >= 60

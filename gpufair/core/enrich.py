@@ -20,9 +20,9 @@ at the new size corrects it.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 from gpufair.model import ClusterState, Job, JobState, ThroughputProfile, node_of
+from gpufair.model.records import job_replaced
 from gpufair.profiler.profiler import JobLog, Profiler
 
 log = logging.getLogger("gpufair.profiles")
@@ -65,17 +65,23 @@ def elastic_counts(job: Job, cluster_gpus: int) -> tuple[int, ...]:
 
 
 def _usable_types(job: Job, type_of: dict[str, str],
-                  types_on: dict[tuple[str, ...], set[str]] | None = None) -> set[str] | None:
+                  types_on: dict[int, tuple[tuple[str, ...], set[str]]] | None = None
+                  ) -> set[str] | None:
     """The GPU types the job may run on (--gres=gpu:TYPE, its allowed nodes' types).
     ``types_on`` keeps the types of each allowed-node tuple already seen: the jobs of a
-    partition share one, and it can name a thousand nodes (issue 30)."""
+    partition share one, and it can name a thousand nodes (issue 30). It is keyed by the
+    tuple's identity (the translation hands one tuple to all the jobs of a combination):
+    hashing a tuple of 8,192 names for each of 100,000 jobs was most of a round's
+    enrichment; an equal tuple that is another object is computed once more, not wrongly."""
     usable = None if job.gpu_types is None else set(job.gpu_types)
     if job.allowed_nodes is not None:
-        on_nodes = None if types_on is None else types_on.get(job.allowed_nodes)
-        if on_nodes is None:
+        seen = None if types_on is None else types_on.get(id(job.allowed_nodes))
+        if seen is not None and seen[0] is job.allowed_nodes:
+            on_nodes = seen[1]
+        else:
             on_nodes = {type_of[n] for n in job.allowed_nodes if n in type_of}
-            if types_on is not None:
-                types_on[job.allowed_nodes] = on_nodes
+            if types_on is not None:   # (the tuple kept alive with it: its id stays its own)
+                types_on[id(job.allowed_nodes)] = (job.allowed_nodes, on_nodes)
         usable = set(on_nodes) if usable is None else usable & on_nodes
     return usable
 
@@ -83,30 +89,52 @@ def _usable_types(job: Job, type_of: dict[str, str],
 def with_default_profiles(state: ClusterState) -> ClusterState:
     types = state.gpu_type_names()
     type_of = {n.name: n.gpu_type for n in state.nodes}
-    types_on: dict[tuple[str, ...], set[str]] = {}
+    types_on: dict[int, tuple[tuple[str, ...], set[str]]] = {}
+    #: the neutral profile of each (types allowed, GPUs, types held now) met so far: a job
+    #: with nothing measured gets the one its first peer got (a site's 100,000 jobs share a
+    #: few dozen; made anew for each, they were most of a round's enrichment, issue 30)
+    neutral: dict[tuple[tuple[str, ...], int, frozenset[str | None]], ThroughputProfile] = {}
+    cluster = state.gpu_count()
     jobs = []
     for job in state.jobs:
         usable = _usable_types(job, type_of, types_on)
-        if usable is not None:   # no rate on a type it may not use: no placement there
-            allowed_rates = {k: r for k, r in job.throughput.rates.items() if k[0] in usable}
-            if len(allowed_rates) != len(job.throughput.rates):
-                job = replace(job, throughput=ThroughputProfile(allowed_rates))
         allowed = [t for t in types if usable is None or t in usable]
-        known = [r for t in allowed if (r := job.throughput.rate(t, job.gpus)) is not None]
-        if allowed and len(known) < len(allowed):
-            # unmeasured types: as fast as the best measured one (no speedup assumed)
-            base = max(known, default=NEUTRAL_RATE)
-            rates = dict(job.throughput.rates)
-            here = {type_of.get(node_of(g)) for g in job.gpus_held}
-            for gpu_type in allowed:
-                stay = not here or gpu_type in here
-                rates.setdefault((gpu_type, job.gpus),
-                                 base if stay else base * (1 - STAY_MARGIN))
-            job = replace(job, throughput=ThroughputProfile(rates))
-        if job.elastic and allowed:
-            job = _linear_elsewhere(job, allowed, state.gpu_count())
+        if job.throughput.rates or job.elastic or not allowed:
+            jobs.append(_with_defaults(job, usable, allowed, type_of, cluster))
+            continue
+        key = (tuple(allowed), job.gpus, frozenset(type_of.get(node_of(g))
+                                                   for g in job.gpus_held))
+        profile = neutral.get(key)
+        if profile is None:
+            job = _with_defaults(job, usable, allowed, type_of, cluster)
+            neutral[key] = job.throughput
+        else:
+            job = job_replaced(job, throughput=profile)
         jobs.append(job)
     return state.with_jobs(jobs)
+
+
+def _with_defaults(job: Job, usable: set[str] | None, allowed: list[str],
+                   type_of: dict[str, str], cluster_gpus: int) -> Job:
+    """The job with rates only on the types it may use, and a rate on each of them."""
+    if usable is not None:   # no rate on a type it may not use: no placement there
+        allowed_rates = {k: r for k, r in job.throughput.rates.items() if k[0] in usable}
+        if len(allowed_rates) != len(job.throughput.rates):
+            job = job_replaced(job, throughput=ThroughputProfile(allowed_rates))
+    known = [r for t in allowed if (r := job.throughput.rate(t, job.gpus)) is not None]
+    if allowed and len(known) < len(allowed):
+        # unmeasured types: as fast as the best measured one (no speedup assumed)
+        base = max(known, default=NEUTRAL_RATE)
+        rates = dict(job.throughput.rates)
+        here = {type_of.get(node_of(g)) for g in job.gpus_held}
+        for gpu_type in allowed:
+            stay = not here or gpu_type in here
+            rates.setdefault((gpu_type, job.gpus),
+                             base if stay else base * (1 - STAY_MARGIN))
+        job = job_replaced(job, throughput=ThroughputProfile(rates))
+    if job.elastic and allowed:
+        job = _linear_elsewhere(job, allowed, cluster_gpus)
+    return job
 
 
 def _linear_elsewhere(job: Job, types: list[str], cluster_gpus: int) -> Job:
@@ -121,4 +149,4 @@ def _linear_elsewhere(job: Job, types: list[str], cluster_gpus: int) -> Job:
             rates.setdefault((gpu_type, count), base * count / job.gpus)
     if len(rates) == len(job.throughput.rates):
         return job
-    return replace(job, throughput=ThroughputProfile(rates))
+    return job_replaced(job, throughput=ThroughputProfile(rates))

@@ -9,10 +9,10 @@ would otherwise lose its place in FIFO/LAS order).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from gpufair.model import ClusterState, JobState
+from gpufair.model.records import job_replaced
 
 
 def merge_history(state: ClusterState, history: Mapping[str, Mapping[str, Any]]
@@ -34,7 +34,7 @@ def merge_history(state: ClusterState, history: Mapping[str, Mapping[str, Any]]
         arrival = job.arrival_s
         if old and old.get("arrival_s") is not None:
             arrival = min(arrival, old["arrival_s"])
-        jobs.append(replace(job, attained_s=attained, arrival_s=arrival))
+        jobs.append(job_replaced(job, attained_s=attained, arrival_s=arrival))
         rows.append({"job_id": job.id, "tenant": job.tenant, "arrival_s": arrival,
                      "first_seen": old["first_seen"] if old else now,
                      "state": job.state.value, "attained_s": attained, "waiting_s": waiting,

@@ -24,6 +24,7 @@ from typing import Any
 from gpufair.adapters.base import Effect, ResourceManager, ShowsReasons, Unavailable
 from gpufair.core.explain import Decision
 from gpufair.core.fill import may_fill, occupancy
+from gpufair.core.gc_pause import gc_paused
 from gpufair.core.guards import Deferred, takes_gpus
 from gpufair.core.history import rho_estimates
 from gpufair.core.round import Round, RoundResult
@@ -89,6 +90,7 @@ class Daemon:
         return self.rounds.policy
 
     # ---- one round ------------------------------------------------------------------------
+    @gc_paused
     def run_round(self, *, preemptive: bool = True) -> int | None:
         started = time.perf_counter()
         name = self.policy.name
@@ -406,6 +408,7 @@ class Daemon:
                     woken = True
         return True
 
+    @gc_paused
     def _changed(self) -> bool:
         """The poll: did jobs or GPUs change since the last round, with a job that may fit on
         idle GPUs? One snapshot; the resource manager being away is no change. A resource

@@ -62,8 +62,11 @@ def capacity_by_type(state: ClusterState) -> dict[str, int]:
     return {t: state.gpu_count(t) for t in state.gpu_type_names()}
 
 
-def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assignment, ...]:
+def place(state: ClusterState, picks: Sequence[tuple[Job, str]],
+          reserved: Iterable[str] = ()) -> tuple[Assignment, ...]:
     """GPU ids for each picked (job, type); largest gangs first, as the artifacts do.
+    ``reserved``: GPUs no pick may take (a gang spanning types that keeps its place,
+    :mod:`gpufair.policy.spanning`).
 
     Nodes only fill up during one call, so each type keeps a cursor past its full nodes:
     placement stays near-linear on clusters of thousands of nodes. A simulator calls this at
@@ -82,6 +85,7 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]]) -> tuple[Assign
     taken: set[str] = set()
     used: dict[str, int] = {}   # node -> GPUs taken on it so far
     free = FreeGpus(gpus_of, taken, used)
+    free.take((g for g in reserved if g in node_at), node_at)
     cursor = dict.fromkeys(nodes_of, 0)
     order = sorted(picks, key=lambda p: -p[0].gpus)
     chosen: dict[str, tuple[str, ...]] = {}

@@ -9,7 +9,8 @@
 #   --accounting  also start a private MariaDB and slurmdbd (accounting.sh): sacct, sacctmgr,
 #            GPUs as TRES (gres/gpu, gres/gpu:TYPE); cluster "loopback", accounts research,
 #            vision and nlp, user root in all three
-# Env:    SLURM_LO_BASE=/tmp/gpufair-slurm  SLURM_LO_NODES="name:type:count ..."
+# Env:    SLURM_LO_BASE=/tmp/gpufair-slurm  SLURM_LO_NODES="name:type:count[:memory_mb] ..."
+#            (memory default 128000 MB a node)
 #         SLURM_LO_PORT0 (first slurmd)  SLURM_LO_CTLD_PORT  SLURM_LO_RESTD_PORT
 #         SLURM_LO_DBD_PORT (slurmdbd, with --accounting): default, a free block of ports
 #         (printed at the end, and kept in $BASE/etc/ports)
@@ -127,7 +128,7 @@ echo "AutoDetect=off" > "$BASE/etc/gres.conf"
 gpu_types=()
 port=$PORT0; names=(); addr=1
 for spec in $NODES; do
-  IFS=: read -r name type count <<<"$spec"
+  IFS=: read -r name type count memory <<<"$spec"
   names+=("$name")
   [[ " ${gpu_types[*]} " == *" $type "* ]] || gpu_types+=("$type")
   mkdir -p "$BASE/dev/$name" "$BASE/spool/$name"
@@ -135,7 +136,7 @@ for spec in $NODES; do
   for ((i=0; i<count; i++)); do ln -s /dev/null "$BASE/dev/$name/nvidia$i"; done
   [[ $MULTIHOST == 1 ]] && addr=$((addr + 1))
   echo "NodeName=$name NodeAddr=127.0.0.$addr NodeHostname=localhost Port=$port CPUs=32" \
-       "RealMemory=128000 Gres=gpu:$type:$count Feature=$type State=UNKNOWN" >> "$BASE/etc/slurm.conf"
+       "RealMemory=${memory:-128000} Gres=gpu:$type:$count Feature=$type State=UNKNOWN" >> "$BASE/etc/slurm.conf"
   echo "NodeName=$name Name=gpu Type=$type File=$BASE/dev/$name/nvidia[0-$((count-1))]" \
        >> "$BASE/etc/gres.conf"
   port=$((port+1))
@@ -155,6 +156,7 @@ AccountingStorageHost=localhost
 AccountingStoragePort=$DBD_PORT
 AccountingStoragePass=$BASE/munge/munge.socket
 AccountingStorageTRES=$tres
+AccountingStorageEnforce=associations,limits,qos,safe
 JobAcctGatherFrequency=30
 CONF
 fi

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from slurm_cluster import SCRIPTS, Cluster
+from slurm_cluster import REPO, SCRIPTS, Cluster
 
 
 def _missing() -> list[str]:
@@ -43,7 +43,8 @@ def _free_port_block(size: int) -> int:
 
 
 @contextmanager
-def _loopback(base: Path, *flags: str, extra_ports: Sequence[str] = ()) -> Iterator[Cluster]:
+def _loopback(base: Path, *flags: str, extra_ports: Sequence[str] = (),
+              job_submit: Path | None = None, nodes: str | None = None) -> Iterator[Cluster]:
     """A cluster from up.sh ``flags`` in ``base`` on its own free ports, torn down after."""
     missing = _missing()
     if "--accounting" in flags:
@@ -61,6 +62,10 @@ def _loopback(base: Path, *flags: str, extra_ports: Sequence[str] = ()) -> Itera
                GPUFAIR_PYTHON=sys.executable, SLURM_CONF=str(base / "etc" / "slurm.conf"))
     env.update({name: str(port0 + 6 + i) for i, name in enumerate(extra_ports)})
     env.pop("SLURM_JOB_ID", None)
+    if job_submit is not None:
+        env["SLURM_LO_JOB_SUBMIT"] = str(job_submit)
+    if nodes is not None:
+        env["SLURM_LO_NODES"] = nodes
     up = subprocess.run(["bash", str(SCRIPTS / "up.sh"), *flags], env=env,
                         capture_output=True, text=True, timeout=180, check=False)
     try:
@@ -78,13 +83,30 @@ def slurm_cluster() -> Iterator[Cluster]:
         yield cluster
 
 
+#: the accounting cluster's nodes (up.sh's, but gpu-v100-2 with 256,000 MB)
+ACCOUNTING_NODES = ("gpu-v100-1:v100:4 gpu-v100-2:v100:4:256000 gpu-k80-1:k80:4 "
+                    "gpu-k80-2:k80:4")
+#: the partition job_submit.lua holds for gpufair on the accounting cluster (only this one:
+#: the history recorder's jobs in ``gpu`` run as Slurm alone runs them)
+ACCOUNTING_MANAGED = "urgent"
+
+
 @pytest.fixture(scope="session")
-def slurm_accounting() -> Iterator[Cluster]:
-    """A second loopback Slurm with slurmdbd on MariaDB (up.sh --accounting): the hard-mode
-    cluster above has no accounting, and starting one costs about 5 s more, so only the
-    tests that read sacct get it."""
-    with _loopback(Path(f"/tmp/gpufair-acct-{os.getpid()}"), "--accounting",
-                   extra_ports=("SLURM_LO_EVENT_PORT", "SLURM_LO_DBD_PORT")) as cluster:
+def slurm_accounting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A second loopback Slurm with slurmdbd on MariaDB (up.sh --accounting), limits enforced:
+    the hard-mode cluster above has no accounting, and starting one costs about 5 s more, so
+    only the tests that read sacct or need association limits get it. It runs in hard mode for
+    partition ``urgent`` only (job_submit.lua's MANAGED edited), so jobs of ``gpu`` are
+    Slurm's alone. One node has twice the memory of the others (256,000 MB), for what
+    depends on a node's size (``--mem=0``)."""
+    lua = tmp_path_factory.mktemp("lua") / "job_submit.lua"
+    original = (REPO / "gpufair" / "deploy" / "job_submit.lua").read_text()
+    assert "local MANAGED = { gpu = true }" in original
+    lua.write_text(original.replace("local MANAGED = { gpu = true }",
+                                    f"local MANAGED = {{ {ACCOUNTING_MANAGED} = true }}"))
+    with _loopback(Path(f"/tmp/gpufair-acct-{os.getpid()}"), "--accounting", "--hard",
+                   extra_ports=("SLURM_LO_EVENT_PORT", "SLURM_LO_DBD_PORT"),
+                   job_submit=lua, nodes=ACCOUNTING_NODES) as cluster:
         yield cluster
 
 

@@ -77,7 +77,7 @@ class RunCapture:
             tenant = tenant_of(job)
             demand[tenant] += job.top if job.elastic else job.sf
             if job.held:
-                busy[gpu_type_of[job.held[0]]] += len(job.held)
+                busy.update(gpu_type_of[g] for g in job.held)   # (a gang may span types)
                 held[tenant] += len(job.held)
             else:
                 queued += 1

@@ -158,6 +158,10 @@ class TraceSimulator:
         self._round_start = self.now
         self.rounds = 0
         self.busy_gpu_s = 0.0
+        #: the straggler cost of gangs that span GPU types (OEF §6.3.3): workers placed in
+        #: such gangs, and GPU-seconds their faster GPUs idled waiting for the slowest
+        self.straggler_workers = 0
+        self.straggler_idle_gpu_s = 0.0
         self.at_round_boundary = True
         self._active: list[SimJob] = []
         self._ended: list[SimJob] = []
@@ -249,6 +253,7 @@ class TraceSimulator:
                 held.difference_update(job.held)
                 held.update(action.gpu_ids)
                 self._start(job, tuple(action.gpu_ids), moved=isinstance(action, Migrate))
+                self._count_stragglers(job)
                 results.append(ActionResult(action, True))
             elif isinstance(action, Resize):
                 if not job.elastic:
@@ -263,6 +268,7 @@ class TraceSimulator:
                 held.difference_update(job.held)
                 held.update(action.gpu_ids)
                 job.held = tuple(action.gpu_ids)
+                self._count_stragglers(job)
                 job.resizes += 1
                 job.overhead_left_s = self.resize_overhead_s
                 results.append(ActionResult(action, True))
@@ -292,12 +298,11 @@ class TraceSimulator:
         types = {self._gpu_type.get(g) for g in gpus}
         if None in types:
             return "unknown GPU id"
-        if len(types) != 1:
-            return "a gang must use one GPU type"
         if busy.intersection(gpus):
             return "GPU already in use"
-        if self._rate(job, types.pop(), len(gpus)) <= 0:
-            return f"job cannot run on {len(gpus)} GPUs of this type"
+        if job.profile.gang_rate(types, len(gpus)) <= 0:   # (a gang may span types)
+            return f"job cannot run on {len(gpus)} GPUs of " + \
+                ("this type" if len(types) == 1 else f"each of {'/'.join(sorted(types))}")
         return ""
 
     def _start(self, job: SimJob, gpus: tuple[str, ...], moved: bool) -> None:
@@ -318,13 +323,29 @@ class TraceSimulator:
 
     def _held_rate(self, job: SimJob) -> float:
         """Looked up again only when the job's GPUs or its profile (batch size) change: a
-        running job is asked at every event."""
+        running job is asked at every event. A gang spanning GPU types runs at the slowest
+        type's rate (:meth:`ThroughputProfile.gang_rate`); what its faster GPUs idle at
+        each step is kept in ``job.idle_gpus`` for the straggler accounting."""
         cached = job.held_rate
         if cached is not None and cached[0] is job.held and cached[1] is job.profile:
             return cached[2]
-        rate = self._rate(job, self._gpu_type[job.held[0]], len(job.held))
-        job.held_rate = (job.held, job.profile, rate)
+        held, type_of = job.held, self._gpu_type
+        first = type_of[held[0]]
+        kinds = {type_of[g] for g in held}
+        if len(kinds) == 1:
+            rate, job.idle_gpus = self._rate(job, first, len(held)), 0.0
+        else:
+            rate = job.profile.gang_rate(kinds, len(held))
+            job.idle_gpus = sum(1.0 - rate / self._rate(job, type_of[g], len(held))
+                                for g in held)
+        job.held_rate = (held, job.profile, rate)
         return rate
+
+    def _count_stragglers(self, job: SimJob) -> None:
+        """The OEF paper's straggler metric (§6.3.3): workers placed in a gang that spans GPU
+        types, counted at each start, move or resize onto such a gang."""
+        if len({self._gpu_type[g] for g in job.held}) > 1:
+            self.straggler_workers += len(job.held)
 
     def _record(self, job: SimJob) -> Job:
         key = (job.run, job.held, job.batch, job.attained_s, job.finished, job.restarts,
@@ -501,6 +522,7 @@ class TraceSimulator:
         job.run += steps
         job.attained_s += elapsed
         self.busy_gpu_s += elapsed * job.sf
+        self.straggler_idle_gpu_s += elapsed * job.idle_gpus
         over_deadline = sem.deadline_guard and \
             job.attained_s > int(1.5 * int(job.exclusive_s))
         if job.remaining <= 0 or over_deadline:
@@ -553,6 +575,8 @@ class TraceSimulator:
             job.run = run = total if total < run else run
             job.attained_s += elapsed if with_overhead else productive
             busy += productive * len(job.held)
+            if job.idle_gpus:   # a gang spanning types: its faster GPUs wait at each step
+                self.straggler_idle_gpu_s += productive * job.idle_gpus
             if total - run <= _EPS * (total if total > 1.0 else 1.0):
                 done.append(job)
         self.busy_gpu_s = busy

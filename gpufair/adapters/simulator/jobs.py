@@ -58,6 +58,9 @@ class SimJob:
     record_values: dict[str, object] | None = None
     # (held, profile, rate): the rate on the GPUs held, kept while both are the same objects
     held_rate: tuple[tuple[str, ...], ThroughputProfile, float] | None = None
+    # GPUs' worth idle at each step on the GPUs held: 0 on one type; on a gang spanning
+    # types, what its faster GPUs wait for the slowest (set with ``held_rate``)
+    idle_gpus: float = 0.0
     # elastic (``--elastic``): may run on 1..top GPUs (the scale factor, or ``--elastic-max``
     # when larger); resizes carried out
     elastic: bool = False

@@ -26,6 +26,9 @@ from gpufair.adapters.slurm.commands import (
     steps_for,
 )
 from gpufair.adapters.slurm.hostlist import expand_hostlist
+from gpufair.adapters.slurm.limits import read_limits, within_limits
+from gpufair.adapters.slurm.record_cache import RecordCache
+from gpufair.adapters.slurm.reservations import outside_reservations, read_reservations
 from gpufair.adapters.slurm.token import TokenSource
 from gpufair.adapters.slurm.translate import (
     REASON_SEP,
@@ -100,6 +103,12 @@ class SlurmSettings:
         False, "as slurm.conf's SchedulerParameters=kill_invalid_depend (set both alike): a"
         " held job whose dependency can never be met is cancelled unless it asked"
         " --kill-on-invalid-dep=no (one that asked =yes is cancelled either way)")
+    read_limits: bool = setting(
+        True, "hard mode: read the association/QOS limits (scontrol show assoc_mgr) each"
+        " round and start no job one of them forbids (GPUs, running jobs)")
+    read_reservations: bool = setting(
+        True, "hard mode: read the reservations (scontrol -o show reservation) each round and"
+        " plan no job onto a reserved node for a run that would overlap the reservation")
     checkpoint_signal: str = setting("USR1", "sent grace_s before a preemption or move, to the"
                                      " jobs that opted in")
     checkpoint_opt_in: str = setting(
@@ -156,6 +165,11 @@ class SlurmAdapter:
     _logged: set[str] = field(default_factory=set, repr=False)
     #: monotonic time each job's AdminComment reason was last written (the rate limit)
     _shown_at: dict[str, float] = field(default_factory=dict, repr=False)
+    #: the last read's job records and their translations: unchanged ones are not translated
+    #: again (issue 30; see ``record_cache``)
+    records: RecordCache = field(default_factory=RecordCache, repr=False)
+    #: the transport's fingerprints of the documents of the last view (see ``changed``)
+    _stamps: Any = field(default=None, repr=False)
 
     @classmethod
     def from_settings(cls, settings: SlurmSettings, *, mode: str = "hard") -> SlurmAdapter:
@@ -215,9 +229,16 @@ class SlurmAdapter:
 
     def changed(self) -> bool:
         """Whether jobs or nodes may have changed since the last read: False only when the
-        transport can ask slurmctld (slurmrestd's ``update_time``) and it says nothing did.
-        The daemon's poll asks this first, so a quiet cluster is neither read in full nor
-        translated every ``poll_s`` (issue 30). The CLI has no such question: always True."""
+        transport can ask slurmctld (slurmrestd's ``update_time``) and it says nothing did,
+        or (the CLI) squeue prints the very bytes, and sinfo the same records, as at the
+        last view. The daemon's poll asks this first, so a quiet cluster is neither decoded
+        in full nor translated every ``poll_s`` (issue 30)."""
+        current = getattr(self.transport, "current_stamps", None)
+        if current is not None and self._stamps is not None:
+            try:
+                return bool(current() != self._stamps)
+            except TransportError:
+                return True   # the full read that follows reports it
         probe = getattr(self.transport, "changed_since", None)
         if probe is None or self._read_at is None:
             return True
@@ -240,9 +261,13 @@ class SlurmAdapter:
 
     def view(self) -> SlurmView:
         jobs, nodes = self.read_documents()
+        stamps = getattr(self.transport, "stamps", None)
+        self._stamps = stamps() if stamps is not None else None
+        if self._stamps is not None and None in self._stamps:
+            self._stamps = None   # (a transport that read some other way: no stamp)
         view = translate(jobs, nodes, now=self.clock(),
                          managed_partitions=self.settings.managed_partitions,
-                         source=self.transport.name)
+                         source=self.transport.name, cache=self.records)
         self._log_problems(view.problems)
         self.last_view = view
         return view
@@ -297,6 +322,31 @@ class SlurmAdapter:
         state = view.state.with_jobs(keep)
         if blocked:
             state = replace(state, nodes=tuple(block_nodes(state.nodes, blocked)))
+        return self._within_limits(view, self._outside_reservations(state))
+
+    def _outside_reservations(self, state: ClusterState) -> ClusterState:
+        """Waiting jobs kept off reserved nodes for a run that would overlap the
+        reservation (:mod:`gpufair.adapters.slurm.reservations`)."""
+        if not self.settings.read_reservations:
+            return state
+        reservations = read_reservations(self.transport)
+        return state if reservations is None else outside_reservations(state, reservations)
+
+    def _within_limits(self, view: SlurmView, state: ClusterState) -> ClusterState:
+        """The state without the waiting jobs an association or QOS limit forbids to start
+        now (:mod:`gpufair.adapters.slurm.limits`); the dry run lists them as waiting."""
+        if not self.settings.read_limits:
+            return state
+        limits = read_limits(self.transport)
+        if limits is None:
+            return state
+        state, kept_out = within_limits(state, view.jobs, limits)
+        if kept_out:
+            out = {j.id for j, _ in kept_out}
+            self.last_view = replace(
+                view, state=view.state.with_jobs([j for j in view.state.jobs
+                                                  if j.id not in out]),
+                waiting=view.waiting + kept_out)
         return state
 
     def reconcile(self, ours: RequeueCheck | None = None) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 _GRES = re.compile(r"^(?:gres[:/])?gpu(?::(?P<type>[A-Za-z0-9_.-]+?))?:(?P<count>\d+)"
                    r"(?:\((?P<extra>[^)]*)\))?$")
@@ -30,6 +31,14 @@ def parse_gpu_entries(text: str | None) -> list[GpuGres]:
     """All GPU entries of a comma-separated GRES string; non-GPU GRES are ignored."""
     if text is None:
         return []
+    return list(_gpu_entries(text))
+
+
+@lru_cache(maxsize=1 << 14)
+def _gpu_entries(text: str) -> tuple[GpuGres, ...]:
+    """Cached: a site's 100,000 job records repeat a few dozen GRES strings (``gres:gpu:4``,
+    ``gpu:a100:8(IDX:0-7)``), read three to five times per record each round (issue 30).
+    A string that fails raises again at every call (exceptions are not cached)."""
     out: list[GpuGres] = []
     for piece in _split_entries(text.strip()):
         bare = piece.removeprefix("gres:").removeprefix("gres/")
@@ -41,7 +50,7 @@ def parse_gpu_entries(text: str | None) -> list[GpuGres]:
         idx = _IDX.search(match.group("extra") or "")
         indices = None if idx is None else parse_indices(idx.group(1), piece)
         out.append(GpuGres(match.group("type"), int(match.group("count")), indices))
-    return out
+    return tuple(out)
 
 
 def parse_indices(text: str, context: str) -> tuple[int, ...]:
@@ -63,6 +72,8 @@ def gpu_count(text: str | None) -> int:
 
 def _split_entries(text: str) -> list[str]:
     # commas separate entries, but also appear inside "(IDX:0,2)" and "(S:0-1)"
+    if "(" not in text:
+        return [part.strip() for part in text.split(",")]
     parts: list[str] = []
     depth = 0
     start = 0

@@ -38,6 +38,8 @@ def expand_hostlist(text: str) -> list[str]:
 
 def _split_top(text: str) -> list[str]:
     """Split on commas outside brackets."""
+    if "[" not in text and "]" not in text:   # plain names (most): no character loop
+        return text.split(",")
     parts: list[str] = []
     depth = 0
     current: list[str] = []

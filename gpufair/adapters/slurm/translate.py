@@ -31,6 +31,7 @@ from typing import Any
 from gpufair.adapters.slurm.arrays import parse_task_list
 from gpufair.adapters.slurm.gres import parse_gpu_entries
 from gpufair.adapters.slurm.hostlist import expand_hostlist
+from gpufair.adapters.slurm.record_cache import RecordCache
 from gpufair.errors import json_kind
 from gpufair.model import (
     ClusterState,
@@ -40,10 +41,13 @@ from gpufair.model import (
     JobState,
     Node,
     NodeState,
+    Progress,
     Tenant,
+    ThroughputProfile,
     gpu_id,
     node_of,
 )
+from gpufair.model.records import job_replaced
 
 #: Slurm job states → model states; None: holds resources but is in transition (see below).
 JOB_STATES: dict[str, JobState | None] = {
@@ -130,6 +134,9 @@ class SlurmJobInfo:
     #: and when Slurm's scheduler last looked at it (epoch seconds; 0 when not shown)
     eligible_s: float = 0.0
     evaluated_s: float = 0.0
+    #: who Slurm's association and QOS limits count it for: (account, user name, uid,
+    #: partition, QOS), see :mod:`gpufair.adapters.slurm.limits`
+    counted_as: tuple[str, str, int | None, str, str] = ("", "", None, "", "")
 
     @property
     def control_id(self) -> str:
@@ -219,6 +226,8 @@ def _int(raw: Mapping[str, Any], key: str, hi: int = _MAX_U32) -> int | None:
 def _text(raw: Mapping[str, Any], key: str) -> str:
     """A text field ("" when absent or null)."""
     value = raw.get(key)
+    if type(value) is str and value.isascii():   # most fields: no more checks needed
+        return value
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -299,11 +308,13 @@ class _Parsed:
 
 
 def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now: float,
-              managed_partitions: Sequence[str] = (), source: str = "slurm") -> SlurmView:
+              managed_partitions: Sequence[str] = (), source: str = "slurm",
+              cache: RecordCache | None = None) -> SlurmView:
     """Build the model from one jobs document and one nodes document read back to back.
 
     Never raises on the content of the documents: whatever cannot be read is in
-    ``problems``, naming the job or node and what was wrong.
+    ``problems``, naming the job or node and what was wrong. ``cache`` (the adapter's, kept
+    across reads) spares translating again the job records that did not change.
     """
     problems: list[str] = []
     managed = set(managed_partitions)
@@ -323,10 +334,14 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
     parsed: list[_Parsed] = []
     waiting: list[tuple[Job, str]] = []
     never_met: dict[str, tuple[bool | None, str]] = {}
-    for i, raw in sorted(enumerate(records), key=lambda item: _submission_order(item[1])):
+    orders = [_submission_order(raw) for raw in records]
+    if cache is not None:
+        cache.begin((frozenset(managed), hosts))
+    for i in sorted(range(len(records)), key=orders.__getitem__):
+        raw = records[i]
         where = _where(source, raw, i)
         try:
-            result = _job(raw, now, managed, hosts)
+            result = _job_of(raw, now, managed, hosts, cache)
             if result is None:
                 continue
             _check_held(*result, known)
@@ -354,10 +369,12 @@ def translate(jobs_doc: Mapping[str, Any], nodes_doc: Mapping[str, Any], *, now:
             blocked.update(held)
             continue
         for job, info in _array_tasks(*result, raw, site, capacity):
-            order = _submission_order(raw)
+            order = orders[i]
             if info.record:   # a task of the record: at its place among its split-out peers
                 order = (order[0], int(job.id.partition("_")[2]), "")
             parsed.append(_Parsed(i, raw, where, job, info, order))
+    if cache is not None:
+        cache.end()
     parsed.sort(key=lambda p: p.order)
 
     parsed = _drop_conflicts(parsed, problems, blocked)
@@ -486,9 +503,11 @@ def _job_states(records: Sequence[Any]) -> dict[str, str]:
     """Job id → Slurm state, of every record that has both (for dependencies)."""
     states = {}
     for raw in records:
-        if isinstance(raw, Mapping) and isinstance(raw.get("job_id"), int) \
-                and isinstance(raw.get("job_state"), str):
-            states[str(raw["job_id"])] = raw["job_state"].upper()
+        if isinstance(raw, Mapping) and isinstance(raw.get("job_state"), str):
+            try:
+                states[_job_id(raw.get("job_id"))] = raw["job_state"].upper()
+            except Malformed:  # named by the translation of that record
+                continue
     return states
 
 
@@ -627,9 +646,8 @@ def held_by_gpufair(jobs_doc: Any) -> list[str]:
             job_id = raw.get("job_id")
             if _on_hold(_text(raw, "job_state"), _text(raw, "state_reason"),
                      _num(raw, "priority", 0.0, float(_MAX_U32))) \
-                    and _text(raw, "job_state") == "PENDING" \
-                    and isinstance(job_id, int) and not isinstance(job_id, bool) and job_id > 0:
-                ids.append(str(job_id))
+                    and _text(raw, "job_state") == "PENDING" and isinstance(job_id, int):
+                ids.append(_job_id(job_id))
         except Malformed:
             continue
     return ids
@@ -669,7 +687,7 @@ def _elastic(job: Job, raw: Mapping[str, Any], problems: list[str], where: str) 
         problems.append(f"{where}: comment {_show(words[0])} {problem}; scheduled as a rigid "
                         f"job of {job.gpus} GPUs")
         return job
-    return replace(job, min_gpus=low, max_gpus=high)
+    return job_replaced(job, min_gpus=low, max_gpus=high)
 
 
 def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job:
@@ -709,8 +727,8 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job
     if typed is None:
         per_job = parse_gpu_entries(_text(raw, "tres_per_job"))
         typed = per_job[0].gpu_type if per_job else None
-    return replace(job, allowed_nodes=allowed, nodes=nodes,
-                   gpu_types=(typed,) if typed else None)
+    return job_replaced(job, allowed_nodes=allowed, nodes=nodes,
+                        gpu_types=(typed,) if typed else None)
 
 
 def _allowed_nodes(site: _Site, parts: tuple[str, ...], wanted: str, excluded: Sequence[str],
@@ -1070,6 +1088,29 @@ def _node_state(raw: Mapping[str, Any], where: str, problems: list[str]) -> Node
     return NodeState.UP
 
 
+def _job_of(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str],
+            cache: RecordCache | None) -> tuple[Job, SlurmJobInfo] | None:
+    """:func:`_job`, or the last read's translation of the same record (``cache``) with the
+    attained service of a running job brought up to ``now``."""
+    if cache is None or type(raw) is not dict or type(raw.get("job_id")) not in (int, str):
+        return _job(raw, now, managed, hosts)   # (an odd record: its problem said afresh)
+    result = cache.translated(raw, lambda: _job(raw, now, managed, hosts))
+    if result is None:
+        return None
+    job, info = result
+    if JOB_STATES[info.raw_state] is JobState.RUNNING and job.start_s:
+        attained = _attained(raw, job.start_s, now)
+        if attained != job.attained_s:
+            job = job_replaced(job, attained_s=attained)
+    return job, info
+
+
+def _attained(raw: Mapping[str, Any], start: float, now: float) -> float:
+    """A running job's service so far: since its start or its last resume."""
+    suspended = _num(raw, "suspend_time") or 0.0
+    return max(0.0, now - max(start, suspended))
+
+
 def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
          ) -> tuple[Job, SlurmJobInfo] | None:
     if not isinstance(raw, Mapping):
@@ -1099,8 +1140,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
     running = state in (JobState.RUNNING, JobState.SUSPENDED)
     attained = 0.0
     if state is JobState.RUNNING and start:
-        suspended = _num(raw, "suspend_time") or 0.0
-        attained = max(0.0, now - max(start, suspended))
+        attained = _attained(raw, start, now)
     array_id = _int(raw, "array_job_id") or 0
     record = ""
     if array_id and _array_task(raw) is None and state is JobState.PENDING:
@@ -1125,6 +1165,8 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         gpus_held=held_gpus if running else (),
         log_path=_log_path(raw, int(record or job_id), array_id, user, hosts),
         owner_uid=user_id, owner_gid=_int(raw, "group_id"), host=host_request(raw),
+        progress=_NO_PROGRESS, throughput=_NO_PROFILE,
+        time_limit_s=time_limit_s(raw),
     )
     info = SlurmJobInfo(
         job_id=job_id, raw_state=raw_state, partition=partition, reason=reason,
@@ -1137,8 +1179,32 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         control=task_name(raw) or "",
         eligible_s=_num(raw, "eligible_time") or 0.0,
         evaluated_s=_num(raw, "last_sched_evaluation") or 0.0,
+        counted_as=(account, user, user_id, partition, _text(raw, "qos")),
     )
     return job, info
+
+
+#: what a job fresh from Slurm has measured: nothing. Both are immutable, so every job shares
+#: one of each (their default factories made two objects per job, 100,000 a round)
+_NO_PROGRESS = Progress()
+_NO_PROFILE = ThroughputProfile()
+#: Slurm's 32-bit "no value" and "infinite" (NO_VAL, INFINITE): a time limit of either is none
+_NO_LIMIT_MINUTES = frozenset({_MAX_U32 - 1, _MAX_U32})
+
+
+def time_limit_s(raw: Mapping[str, Any]) -> float | None:
+    """The job's time limit in seconds, or None when it has none (UNLIMITED) or none is shown.
+
+    ``time_limit`` is in minutes. slurmctld fills in the partition's DefaultTime (else its
+    MaxTime) at submission, so the record already carries the partition default; 22.05's
+    squeue prints UNLIMITED as null, slurmrestd as 4294967295 (INFINITE), later versions as
+    ``{"infinite": true}``; 0 (``--time=0``) is unlimited too. A backfill policy plans with
+    this limit (``slurm_backfill``); without it the policy's one-day default would stand in.
+    """
+    minutes = _int(raw, "time_limit")
+    if not minutes or minutes in _NO_LIMIT_MINUTES:
+        return None
+    return 60.0 * minutes
 
 
 #: ``--exclusive`` (``none``) and ``--exclusive=user`` (``user``): no node shared with another
@@ -1154,22 +1220,26 @@ def host_request(raw: Mapping[str, Any]) -> HostRequest | None:
     ``cpus`` spread over its nodes (``-n``), whichever is more; per GPU: ``cpus_per_tres``
     (``--cpus-per-gpu``). Memory: ``memory_per_node`` (``--mem``), else ``memory_per_tres``
     (``--mem-per-gpu``), else ``memory_per_cpu`` (``--mem-per-cpu``, which Slurm fills with
-    DefMemPerCPU when the job gave none: no need to read the site's config). ``shared``
+    DefMemPerCPU when the job gave none: no need to read the site's config), else none at
+    all: ``--mem=0``, the whole memory of each node (``whole_memory``). ``shared``
     ``none``: ``--exclusive``. None when the record asks nothing of the sort."""
     nodes = _int(raw, "node_count") or 1
     cpus = _int(raw, "cpus") or 0
     per_node = max(_int(raw, "minimum_cpus_per_node") or 0, -(-cpus // nodes))
     memory = _int(raw, "memory_per_node", _MAX_MEMORY_MB) or 0
+    whole = False
     if not (memory or _text(raw, "memory_per_tres") or _int(raw, "memory_per_cpu")):
-        # no memory field at all (a site without DefMemPerCPU): what Slurm counts in the
-        # job's TRES request, spread over its nodes
+        # no memory field at all: ``--mem=0``, or no request on a site without DefMemPerCPU
+        # (DefMemPerNode unlimited): all of each node's memory. The job's TRES request shows
+        # the smallest node's (spread over its nodes): the least it needs where unknown
         memory = -(-_tres_memory(raw) // nodes)
+        whole = memory > 0
     request = HostRequest(
         cpus_per_node=per_node, cpus_per_gpu=_per_gpu(raw, "cpus_per_tres"),
         memory_per_node_mb=memory,
         memory_per_gpu_mb=_per_gpu(raw, "memory_per_tres"),
         memory_per_cpu_mb=_int(raw, "memory_per_cpu", _MAX_MEMORY_MB) or 0,
-        exclusive=_text(raw, "shared").lower() in _EXCLUSIVE)
+        exclusive=_text(raw, "shared").lower() in _EXCLUSIVE, whole_memory=whole)
     return None if request == HostRequest() else request
 
 
@@ -1219,7 +1289,7 @@ def _array_tasks(job: Job, info: SlurmJobInfo, raw: Mapping[str, Any], site: _Si
     out = []
     for task in tasks.ids(at_most):
         task_id = f"{array}_{task}"
-        out.append((replace(job, id=task_id), replace(info, job_id=task_id)))
+        out.append((job_replaced(job, id=task_id), replace(info, job_id=task_id)))
     return out
 
 

@@ -122,6 +122,18 @@ def scontrol_argv(verb: str, job_id: str, fields: Mapping[str, str] | None = Non
     return ["scontrol", verb, job_id]
 
 
+_SQUEUE = ("squeue", "--all", "--states=all", "--json")
+_SINFO = ("sinfo", "--json")
+#: sinfo fields that change on a quiet cluster (slurmd's pings, the nodes' load) and that
+#: nothing in gpufair reads: left out of the nodes' fingerprint
+VOLATILE_NODE_FIELDS = frozenset({"cpu_load", "free_memory", "last_busy"})
+
+
+def _nodes_stamp(doc: Mapping[str, Any]) -> int:
+    return hash(repr([{k: v for k, v in node.items() if k not in VOLATILE_NODE_FIELDS}
+                      if isinstance(node, dict) else node for node in doc["nodes"]]))
+
+
 class CliTransport:
     """``squeue``/``sinfo``/``scontrol``/``scancel`` as subprocesses with a timeout."""
 
@@ -165,10 +177,27 @@ class CliTransport:
         return _parse_document(self.read_text(argv), " ".join(argv), key)
 
     def read_jobs(self) -> dict[str, Any]:
-        return self._read(["squeue", "--all", "--states=all", "--json"], "jobs")
+        data = self.read_bytes(_SQUEUE)
+        doc = _parse_document(decode(data), " ".join(_SQUEUE), "jobs")
+        self._jobs_stamp = hash(data)
+        return doc
 
     def read_nodes(self) -> dict[str, Any]:
-        return self._read(["sinfo", "--json"], "nodes")
+        doc = self._read(_SINFO, "nodes")
+        self._nodes_stamp = _nodes_stamp(doc)
+        return doc
+
+    def stamps(self) -> tuple[int | None, int | None]:
+        """The fingerprints of the last squeue and sinfo read (see :meth:`current_stamps`)."""
+        return getattr(self, "_jobs_stamp", None), getattr(self, "_nodes_stamp", None)
+
+    def current_stamps(self) -> tuple[int, int]:
+        """Fingerprints of what squeue and sinfo print now, for the daemon's poll (issue 30):
+        squeue's bytes as they are (a quiet cluster prints the same bytes again: nothing is
+        decoded or translated), sinfo's records without the figures slurmd's pings move on
+        a quiet cluster and nothing in gpufair reads (:data:`VOLATILE_NODE_FIELDS`)."""
+        jobs = hash(self.read_bytes(_SQUEUE))
+        return jobs, _nodes_stamp(self._read(_SINFO, "nodes"))
 
     def control(self, verb: str, job_id: str, fields: Mapping[str, str] | None = None
                 ) -> CommandResult:

@@ -48,26 +48,39 @@ class PoolView:
         self.user_index = {u: i for i, u in enumerate(self.users)}
         self.weights = np.array([max(entitlement.get(u, 0.0), NO_ENTITLEMENT)
                                  for u in self.users])
+        self._weight_list = self.weights.tolist()
         self.gpus = np.zeros((len(self.servers), len(self.users)))   # GPUs by server, user
+        # its column sums, kept as GPUs are added: whole numbers, so exactly what summing
+        # the matrix gives, without a pass over every server at each prospect (issue 30)
+        self._demand = np.zeros(len(self.users))
         self._fractions: dict[tuple[str, int], float] = {}
+        self._masks: dict[tuple[str, ...] | None, np.ndarray] = {}
 
     def add(self, user: str, parts: Mapping[str, int], sign: int = 1) -> None:
         self._fractions.clear()
         column = self.user_index[user]
         for server, count in parts.items():
             self.gpus[self.index[server], column] += sign * count
+            self._demand[column] += sign * count
 
     def demands(self) -> np.ndarray:
-        return self.gpus.sum(axis=0)
+        """GPUs of demand per user (a fresh array: callers change it)."""
+        return self._demand.copy()
+
+    def _present(self, demands: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+        """(demand, tickets) of the users with demand here, in user order: water_fill's
+        arguments, built from lists rather than one numpy scalar per user."""
+        users, weights, values = self.users, self._weight_list, demands.tolist()
+        index = np.flatnonzero(demands > 0).tolist()
+        return {users[i]: values[i] for i in index}, {users[i]: weights[i] for i in index}
 
     def per_gpu(self, demands: np.ndarray | None = None) -> np.ndarray:
         """Eq. (1) with effective tickets: each user's water-filled tickets over its demand
         in this pool (0 for users without demand here)."""
         demands = self.demands() if demands is None else demands
-        present = {u: float(demands[i]) for i, u in enumerate(self.users) if demands[i] > 0}
+        present, weights = self._present(demands)
         if not present:
             return np.zeros(len(self.users))
-        weights = {u: float(self.weights[self.user_index[u]]) for u in present}
         _, effective = water_fill(float(self.capacity), weights, present)
         out = np.zeros(len(self.users))
         for u, t in effective.items():
@@ -85,9 +98,7 @@ class PoolView:
             if mine <= 0:
                 self._fractions[key] = 0.0
             else:
-                present = {u: float(demands[i]) for i, u in enumerate(self.users)
-                           if demands[i] > 0}
-                weights = {u: float(self.weights[self.user_index[u]]) for u in present}
+                present, weights = self._present(demands)
                 share, _ = water_fill(float(self.capacity), weights, present)
                 self._fractions[key] = min(1.0, share[user] / mine)
         return self._fractions[key]
@@ -103,25 +114,41 @@ class PoolView:
         demands[self.user_index[user]] += size
         return self.per_gpu(demands)
 
+    def _allowed(self, nodes: tuple[str, ...] | None) -> np.ndarray:
+        """Which of the pool's servers a job restricted to ``nodes`` may use, as a mask;
+        kept per distinct restriction (a site's jobs share a few: partitions, features),
+        where a set per job and a scan of every server per placement cost 10,000 jobs
+        seconds (issue 30)."""
+        mask = self._masks.get(nodes)
+        if mask is None:
+            if nodes is None:
+                mask = np.ones(len(self.servers), dtype=bool)
+            else:
+                allowed = set(nodes)
+                mask = np.array([s in allowed for s in self.servers], dtype=bool)
+            self._masks[nodes] = mask
+        return mask
+
     def choose(self, job: Job, loads: np.ndarray) -> tuple[str, ...] | None:
         """The least ticket-loaded servers the job may use (Algorithm 2 lines 9-11): one
         that holds the whole gang if any, else the k least loaded whose GPUs add up to it;
         with a node count, that many servers with room for an equal part each."""
-        if job.allowed_nodes is None and not job.nodes:
-            fits = self.cap >= job.gpus
-            if fits.any():   # one server holds it: the least loaded (first on a tie)
-                return (self.servers[int(np.argmin(np.where(fits, loads, np.inf)))],)
-        allowed = None if job.allowed_nodes is None else set(job.allowed_nodes)
-        order = [self.servers[i] for i in np.argsort(loads, kind="stable")
-                 if allowed is None or self.servers[i] in allowed]   # ties: server order
+        usable = self._allowed(job.allowed_nodes)
         if job.nodes:
             if job.gpus % job.nodes:
                 return None
-            fit = [s for s in order if self.caps[s] >= job.gpus // job.nodes]
-            return tuple(fit[:job.nodes]) if len(fit) >= job.nodes else None
-        whole = next((s for s in order if self.caps[s] >= job.gpus), None)
-        if whole is not None:
-            return (whole,)
+            fit = np.flatnonzero(usable & (self.cap >= job.gpus // job.nodes))
+            if len(fit) < job.nodes:
+                return None
+            # the least loaded first, ties in server order (a stable sort of ascending
+            # indices): what filtering the stable order of every server gave
+            best = fit[np.argsort(loads[fit], kind="stable")[:job.nodes]]
+            return tuple(self.servers[i] for i in best.tolist())
+        whole = usable & (self.cap >= job.gpus)
+        if whole.any():   # the least loaded that holds it, the first on a tie
+            return (self.servers[int(np.argmin(np.where(whole, loads, np.inf)))],)
+        order = [self.servers[i] for i in np.argsort(loads, kind="stable").tolist()
+                 if usable[i]]   # ties: server order
         chosen, total = [], 0
         for s in order:
             chosen.append(s)

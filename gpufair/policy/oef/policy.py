@@ -22,7 +22,8 @@ Each call:
 
 Options (``[policies.oef]``): ``mode`` (cooperative | non_cooperative), ``round_s``,
 ``weights`` (tenant → weight, over the snapshot's tenant weights), ``demand_cap``,
-``fast_path``, ``backfill``, ``job_order``.
+``fast_path``, ``backfill``, ``job_order``, ``span_types`` (gangs across GPU types,
+:mod:`gpufair.policy.spanning`; off by default).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from gpufair.policy.oef.lp import (
 from gpufair.policy.oef.rounding import Rounder
 from gpufair.policy.placement import capacity_by_type, greedy_walk, held_types, place
 from gpufair.policy.solver import SolveOptions
+from gpufair.policy.spanning import kept_span, place_spans, span_mix
 from gpufair.settings import setting
 
 #: Significant digits of a speedup that still tell two job types apart: measurements differ
@@ -79,6 +81,10 @@ class OefOptions:
                              "(longest-starved first, round robin: the paper) or arrival "
                              "(first come first served within the tenant)",
                              choices=("starvation", "arrival"))
+    span_types: bool = setting(False, "a gang no single type of the tenant's GPUs (or of the "
+                               "backfill's) holds may run across the fastest types that "
+                               "hold it, at the slowest one's rate (the straggler cost the "
+                               "paper's placer keeps small, §4.4; spec §7.9)")
 
     def __post_init__(self) -> None:
         for tenant, weight in self.weights.items():
@@ -178,10 +184,15 @@ def reference_type(jobs: Sequence[Job], types: Sequence[str]) -> str | None:
 
 
 def speedup_vector(job: Job, types: Sequence[str], capacity: Mapping[str, int],
-                   reference: str | None) -> tuple[float, ...] | None:
+                   reference: str | None, span: bool = False) -> tuple[float, ...] | None:
     """The job's rates over its rate on the reference type (its own slowest usable type when
-    it has none there); 0 where it cannot run (no rate, or its gang exceeds the type)."""
-    rates = [job.rate(t) if job.gpus <= capacity[t] else 0.0 for t in types]
+    it has none there); 0 where it cannot run (no rate, or its gang exceeds the type). With
+    ``span`` (gangs may span types) a type too small for the gang alone still counts when
+    the types the job has rates on hold it together: its GPUs can be part of a span."""
+    if span and job.gpus <= sum(capacity[t] for t in types if job.rate(t) > 0):
+        rates = [job.rate(t) for t in types]
+    else:
+        rates = [job.rate(t) if job.gpus <= capacity[t] else 0.0 for t in types]
     if max(rates, default=0.0) <= 0:
         return None
     base = job.rate(reference) if reference is not None else 0.0
@@ -235,7 +246,7 @@ class OefPolicy(PolicyBase):
         reference = reference_type(jobs, types)
         groups: dict[tuple[str, tuple[float, ...]], list[Job]] = {}
         for job in jobs:
-            vector = speedup_vector(job, types, capacity, reference)
+            vector = speedup_vector(job, types, capacity, reference, self.options.span_types)
             if vector is not None:
                 groups.setdefault((job.tenant, vector), []).append(job)
         weights = self._weight(state)
@@ -303,12 +314,18 @@ class OefPolicy(PolicyBase):
                           for k, row in zip(keys, real, strict=True)}
         real_rows = np.array([[self._real.get(k, {}).get(t, 0) for t in types] for k in keys],
                              dtype=np.int64).reshape(len(keys), len(types))
-        picks, backfilled, used, blocked = self._select(
+        picks, spans, backfilled, used, blocked = self._select(
             state, tenants, types, real_rows, shares, capacity, now, keep_running=not new_round)
         if new_round:   # a tenant whose gangs did not fit its GPUs is charged what ran
             self.rounder.settle(np.where(blocked[:, None], np.minimum(real_rows, used),
                                          real_rows))
-        assignments = place(state, picks)
+        if spans:   # a span that keeps its place is reserved before other gangs are placed
+            type_of = state.layout().type_of
+            keep = [g for job, mix in spans for g in kept_span(job, mix, type_of) or ()]
+            assignments = place(state, picks, keep)
+            assignments += place_spans(state, assignments, spans)
+        else:
+            assignments = place(state, picks)
         for a in assignments:
             self._last_ran[a.job_id] = now
         self.view = RoundView(types, tuple(tenants), shares, real_rows, tuple(backfilled))
@@ -336,11 +353,15 @@ class OefPolicy(PolicyBase):
     def _select(self, state: ClusterState, tenants: Sequence[VirtualTenant],
                 types: tuple[str, ...], real: np.ndarray, shares: np.ndarray,
                 capacity: Mapping[str, int], now: float, keep_running: bool
-                ) -> tuple[list[tuple[Job, str]], list[str], np.ndarray, np.ndarray]:
-        """The jobs to run: each tenant's from its whole GPUs, then backfill. Also the GPUs
+                ) -> tuple[list[tuple[Job, str]], list[tuple[Job, dict[str, int]]], list[str],
+                           np.ndarray, np.ndarray]:
+        """The jobs to run: each tenant's from its whole GPUs, then backfill; with
+        ``span_types``, gangs no single type holds as spans (GPUs per type). Also the GPUs
         each tenant's jobs use per type and whether any of its jobs still wait."""
         held = held_types(state)
+        span = self.options.span_types
         picks: list[tuple[Job, str]] = []
+        spans: list[tuple[Job, dict[str, int]]] = []
         waiting: list[tuple[int, Job]] = []
         used = dict.fromkeys(types, 0)
         got = np.zeros(len(tenants))
@@ -349,7 +370,15 @@ class OefPolicy(PolicyBase):
             for job in self._starvation_order(v.jobs, now, keep_running, held):
                 gpu_type = _fit(job, free, held.get(job.id), types)
                 if gpu_type is None:
-                    waiting.append((i, job))
+                    mix = span_mix(job, free) if span else None
+                    if mix is None:
+                        waiting.append((i, job))
+                        continue
+                    for t, n in mix.items():
+                        free[t] -= n
+                        used[t] += n
+                    got[i] += job.gpus * min(v.speedups[types.index(t)] for t in mix)
+                    spans.append((job, mix))
                     continue
                 free[gpu_type] -= job.gpus
                 used[gpu_type] += job.gpus
@@ -367,14 +396,28 @@ class OefPolicy(PolicyBase):
             extra = greedy_walk([job for _, job in waiting], room, held)
             picks += extra
             backfilled = [job.id for job, _ in extra]
+            if span:   # what single types left: gangs across them
+                for job, gpu_type in extra:
+                    room[gpu_type] -= job.gpus
+                started = set(backfilled)
+                for _, job in waiting:
+                    mix = None if job.id in started else span_mix(job, room)
+                    if mix is not None:
+                        for t, n in mix.items():
+                            room[t] -= n
+                        spans.append((job, mix))
+                        backfilled.append(job.id)
         owner = {job.id: i for i, v in enumerate(tenants) for job in v.jobs}
         used = np.zeros((len(tenants), len(types)), dtype=np.int64)
         for job, gpu_type in picks:
             used[owner[job.id], types.index(gpu_type)] += job.gpus
-        running = {job.id for job, _ in picks}
+        for job, mix in spans:
+            for t, n in mix.items():
+                used[owner[job.id], types.index(t)] += n
+        running = {job.id for job, _ in picks} | {job.id for job, _ in spans}
         blocked = np.array([any(job.id not in running for job in v.jobs) for v in tenants],
                            dtype=bool)
-        return picks, backfilled, used, blocked
+        return picks, spans, backfilled, used, blocked
 
 
 def _fit(job: Job, free: Mapping[str, int], current: str | None,

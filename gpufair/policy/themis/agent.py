@@ -18,6 +18,7 @@ import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from gpufair.model import Job
 from gpufair.policy.themis.auction import Bid, BidRow
@@ -94,6 +95,23 @@ class AppView:
     def jobs(self) -> tuple[Job, ...]:
         return self.running + self.waiting
 
+    # Each is a pure function of the view, asked for at every row of its bid (an app of
+    # many array tasks prices dozens of rows): computed once per round, the same sums in
+    # the same order (issue 30: 36,000 t_id and 165,000 remaining_s calls at 10,000 jobs).
+    @cached_property
+    def total_work_gpu_s(self) -> float:
+        """Σ serial work of its jobs (:func:`work_gpu_s`), in job order."""
+        return sum(work_gpu_s(j) for j in self.jobs)
+
+    @cached_property
+    def demand(self) -> int:
+        return sum(j.gpus for j in self.jobs)
+
+    @cached_property
+    def remaining(self) -> dict[str, float]:
+        """Each job's remaining time on its fastest type (:func:`remaining_s`), by id."""
+        return {j.id: remaining_s(j, None) for j in self.jobs}
+
 
 def best_rate(job: Job) -> float:
     return max((r for (_, n), r in job.throughput.rates.items() if n == job.gpus), default=0.0)
@@ -140,17 +158,16 @@ class Agent:
     max_local_rows: int = 8
 
     def t_id(self, view: AppView) -> float:
-        jobs = view.jobs
-        work = sum(work_gpu_s(j) for j in jobs)
-        demand = sum(j.gpus for j in jobs)
-        return t_independent(work, view.r_c, demand, view.n_avg, self.tid_mode)
+        return t_independent(view.total_work_gpu_s, view.r_c, view.demand, view.n_avg,
+                             self.tid_mode)
 
     def _t_shared(self, view: AppView, now: float, started: Sequence[tuple[Job, float]],
                   free_after: int, delay_s: float = 0.0) -> float:
-        running = [(remaining_s(j, None), j.gpus) for j in view.running]
+        remaining = view.remaining
+        running = [(remaining[j.id], j.gpus) for j in view.running]
         running += [(rem + delay_s, j.gpus) for j, rem in started]
         ids = {j.id for j, _ in started}
-        waiting = [(remaining_s(j, None), j.gpus) for j in view.waiting if j.id not in ids]
+        waiting = [(remaining[j.id], j.gpus) for j in view.waiting if j.id not in ids]
         return (now - view.arrival_s) + gang_makespan(running, waiting, free_after)
 
     def rho_current(self, view: AppView, now: float) -> float:

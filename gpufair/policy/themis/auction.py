@@ -66,10 +66,18 @@ class AuctionOptions:
     seed: int = 0
     rho_cap_abs: float = 1e3
     rho_cap_factor: float = 10.0
+    #: Deterministic work budget of one auction's MILP solves, in model columns: the PF solve
+    #: and each payment re-solve cost their model's column count, and a solve that would
+    #: overspend it is not made — PF then starts from the greedy point, a payment is priced
+    #: by a greedy refill (both err towards c_i = 1, in the winner's favour, and count in
+    #: ``AuctionResult.inexact``). Checked before the wall-clock limits, so a round it binds
+    #: is the same on an idle and on a loaded machine. None = no work budget.
+    work_budget: int | None = None
     #: Wall-time budget of one auction's MILP solves (PF + payments), None = exact. Solves
     #: stop at their incumbent (spec U21) and, once it is spent, the remaining payments are
     #: priced by a greedy refill; both under-estimate OPT(P without i), so they err towards
-    #: c_i = 1, in the winner's favour. ``AuctionResult.inexact`` counts them.
+    #: c_i = 1, in the winner's favour. ``AuctionResult.inexact`` counts them. What it
+    #: decides depends on the machine's load: prefer ``work_budget``.
     budget_s: float | None = 4.0
     #: Use the exact knapsack DP when every row draws from one pool (one GPU type, no
     #: placement-specific rows); when every row draws from one common pool among others
@@ -169,7 +177,7 @@ def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[
     gpus = np.array([bids[i].rows[b].gpus for i, b in zip(owner, row_of, strict=True)])
     greedy = _Greedy(gain, owner_arr, gpus, a_ub[len(bids):].tocsc(), b_ub[len(bids):])
     started = time.perf_counter()
-    progress = {"winners": 0, "done": 0}
+    progress = {"winners": 0, "done": 0, "work": 0}
     if pf_rows is not None:
         start = np.zeros(n)
         column = {(i, b): k for k, (i, b) in enumerate(zip(owner, row_of, strict=True))}
@@ -177,6 +185,13 @@ def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[
             start[column[i, b]] = 1.0
         incumbent["x"] = start
         progress["winners"] = len(pf_rows)
+
+    def affordable() -> bool:
+        """Whether one more solve fits the work budget (and charge it if so)."""
+        if options.work_budget is not None and progress["work"] + n > options.work_budget:
+            return False
+        progress["work"] += n
+        return True
 
     def limit() -> float | None:
         """PF gets half the budget; payments share what is left evenly; 0 = spent."""
@@ -192,9 +207,18 @@ def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[
 
     base_total = sum(base)
 
+    def value(x: np.ndarray) -> float:
+        """gain·x for a 0-1 point, exactly rounded (``math.fsum`` of the chosen columns):
+        the same on every machine. BLAS's dot splits vectors over 10,000 entries across
+        its threads (a result that depends on their number) and, on 2 busy cores, took
+        6-30 ms per call: once per payment, 984 payments at 10,000 jobs (issue 30)."""
+        chosen = np.flatnonzero(x)
+        return math.fsum((gain[chosen] * x[chosen]).tolist())
+
     def optimise(apps: Sequence[int]) -> tuple[float, dict[int, int | None]]:
         if len(apps) == len(bids) - 1:  # PF without one app: the payment re-solves
-            missing = [int(np.setdiff1d(np.arange(len(bids)), apps)[0])] if bids else []
+            # the one app left out, from the sums of the indices (exact in integers)
+            missing = [len(bids) * (len(bids) - 1) // 2 - sum(apps)]
         else:
             missing = sorted(set(range(len(bids))) - set(apps))
         constant = base_total - sum(base[i] for i in missing)
@@ -206,30 +230,36 @@ def _milp_optimizer(bids: Sequence[Bid], weights: list[list[float]], base: list[
         # the PF point without the removed app is feasible; the first solve starts greedy,
         # so a time limit always leaves an incumbent at least as good as greedy
         warm = incumbent["x"] * ub if "x" in incumbent else greedy.fill()
-        time_limit = limit()
-        if time_limit == 0.0 and "x" in incumbent:
-            # budget spent (a solver may overrun its own limit by its set-up time): price
-            # the rest by a greedy refill of the freed GPUs, a lower bound on OPT(P \ i)
+        over_work = not affordable()
+        time_limit = None if over_work else limit()
+        if "x" in incumbent and (over_work or time_limit == 0.0):
+            # a budget is spent (a solver may overrun its own time limit by its set-up time):
+            # price the rest by a greedy refill of the freed GPUs, a lower bound on
+            # OPT(P \ i)
             x = greedy.fill(start=warm, allowed=ub)
             stats.inexact += 1
-            return float(constant + gain @ x), {}
-        problem = LinearProgram(c=gain, A_ub=a_ub, b_ub=b_ub, lb=0.0, ub=ub,
-                                integrality=np.ones(n, dtype=bool), maximize=True,
-                                constant=constant, name="themis_pf")
-        sol = solve(problem, SolveOptions(backend=options.backend, mip_gap=0.0,
-                                          time_limit_s=time_limit or None,
-                                          threads=options.threads, seed=options.seed,
-                                          warm_start=warm))
-        stats.solves += 1
-        stats.solve_s += sol.solve_time_s
-        stats.backends.add(sol.backend)
-        stats.inexact += sol.status is not Status.OPTIMAL
-        x = np.round(sol.x) if sol.ok else warm * ub  # never fail a round
+            return float(constant + value(x)), {}
+        if over_work:   # no PF solve fits the work budget: the greedy point, load or not
+            stats.inexact += 1
+            x = warm
+        else:
+            problem = LinearProgram(c=gain, A_ub=a_ub, b_ub=b_ub, lb=0.0, ub=ub,
+                                    integrality=np.ones(n, dtype=bool), maximize=True,
+                                    constant=constant, name="themis_pf")
+            sol = solve(problem, SolveOptions(backend=options.backend, mip_gap=0.0,
+                                              time_limit_s=time_limit or None,
+                                              threads=options.threads, seed=options.seed,
+                                              warm_start=warm))
+            stats.solves += 1
+            stats.solve_s += sol.solve_time_s
+            stats.backends.add(sol.backend)
+            stats.inexact += sol.status is not Status.OPTIMAL
+            x = np.round(sol.x) if sol.ok else warm * ub  # never fail a round
         if "x" not in incumbent:
             incumbent["x"] = x
             progress["winners"] = len({owner[k] for k in np.flatnonzero(x > 0.5)})
         chosen = {int(owner[k]): int(row_of[k]) for k in np.flatnonzero(x > 0.5)}
-        return float(constant + gain @ x), chosen
+        return float(constant + value(x)), chosen
 
     return optimise
 
