@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufair.adapters.base import Effect, ResourceManager, ShowsReasons, Unavailable
+from gpufair.adapters.base import (
+    AppliesMany,
+    Effect,
+    ResourceManager,
+    ShowsReasons,
+    Unavailable,
+)
 from gpufair.core.explain import Decision
 from gpufair.core.fill import may_fill, occupancy
 from gpufair.core.guards import Deferred, takes_gpus
@@ -50,6 +56,7 @@ class ServiceSettings:
     dry_run: bool = False              # journal as skipped; never persist policy state
     shadow: bool = False               # a dry run that records what the RM itself did
     action_interval_s: float = 0.0     # pause between actions: spreads load on slurmctld
+    apply_batch: int = 100             # consecutive actions sent together (see apply_round)
     hook_dir: str = "/var/spool/gpufair"
     event_min_interval_s: float = 5.0  # hook events: at most one fill-only round per this
     poll_s: float = 5.0                # between rounds: snapshot this often for changes
@@ -220,54 +227,96 @@ class Daemon:
             grace = self.adapter.warn_preemptions(victims)
             if grace:
                 self.sleep(grace)
+        # together: consecutive actions handed to the resource manager in one call (Slurm
+        # shares its reads and one `scontrol release` among them); one at a time where it
+        # cannot take several, so that nothing is sent after it stopped answering
+        together = self.settings.apply_batch if isinstance(self.adapter, AppliesMany) else 1
         outcomes: list[tuple[int, str, str]] = []
         for start in range(0, len(entries), JOURNAL_BATCH):
             batch = entries[start:start + JOURNAL_BATCH]
             self.store.mark_many(round_id, outcomes + [(e.seq, APPLYING, "") for e in batch
                                                        if e.key not in done_before])
             outcomes = []
+            group: list[JournalEntry] = []
             for entry in batch:
-                if self.stopping:
-                    self.store.mark_many(round_id, outcomes)
-                    return
                 if entry.key in done_before:
                     outcomes.append((entry.seq, SKIPPED, f"done in round "
                                      f"{done_before[entry.key]} (same incarnation)"))
                     continue
-                if recovering or entry.status == APPLYING:
-                    try:
-                        effect = self.adapter.check(entry.action)
-                    except Unavailable as exc:
-                        self.store.mark_many(round_id, outcomes)
-                        self._defer_rest(round_id, entry.seq, str(exc))
-                        return
-                    if effect is Effect.IN_EFFECT:
-                        outcomes.append((entry.seq, DONE, "already in effect (recovered)"))
-                        log.info("round %d action %d already in effect: %s", round_id,
-                                 entry.seq, describe(entry.action, self.words),
-                                 extra={"fields": {"event": "recovered", "round": round_id}})
-                        continue
-                    if effect is Effect.JOB_GONE:
-                        outcomes.append((entry.seq, SKIPPED, "job no longer active"))
-                        continue
-                result = self.adapter.apply_one(entry.action)
-                if result.retry:
-                    outcomes.append((entry.seq, SKIPPED,
-                                     f"resource manager unavailable: {result.detail}"))
-                    self.store.mark_many(round_id, outcomes)
-                    self._defer_rest(round_id, entry.seq + 1, result.detail)
+                if not (recovering or entry.status == APPLYING):
+                    group.append(entry)
+                    if len(group) >= together:
+                        if not self._apply_group(round_id, group, outcomes):
+                            return
+                        group = []
+                    continue
+                # sent before a crash, maybe: asked about on its own, after those before it
+                if not self._apply_group(round_id, group, outcomes):
                     return
-                status = DONE if result.ok else SKIPPED if result.stale else FAILED
-                outcomes.append((entry.seq, status, result.detail))
-                self.metrics.count_action(type(entry.action).__name__,
-                                          {DONE: "ok", SKIPPED: "skipped"}.get(status, "failed"))
-                log.log(logging.INFO if result.ok else logging.WARNING, "%s: %s",
-                        describe(entry.action, self.words), result.detail,
-                        extra={"fields": {"event": "applied", "round": round_id,
-                                          "seq": entry.seq, "ok": result.ok}})
-                if self.settings.action_interval_s > 0:
-                    self.sleep(self.settings.action_interval_s)
+                group = []
+                if self.stopping:
+                    self.store.mark_many(round_id, outcomes)
+                    return
+                try:
+                    effect = self.adapter.check(entry.action)
+                except Unavailable as exc:
+                    self.store.mark_many(round_id, outcomes)
+                    self._defer_rest(round_id, entry.seq, str(exc))
+                    return
+                if effect is Effect.IN_EFFECT:
+                    outcomes.append((entry.seq, DONE, "already in effect (recovered)"))
+                    log.info("round %d action %d already in effect: %s", round_id,
+                             entry.seq, describe(entry.action, self.words),
+                             extra={"fields": {"event": "recovered", "round": round_id}})
+                elif effect is Effect.JOB_GONE:
+                    outcomes.append((entry.seq, SKIPPED, "job no longer active"))
+                elif not self._apply_group(round_id, [entry], outcomes):
+                    return
+            if not self._apply_group(round_id, group, outcomes):
+                return
         self.store.mark_many(round_id, outcomes)
+
+    def _apply_group(self, round_id: int, group: list[JournalEntry],
+                     outcomes: list[tuple[int, str, str]]) -> bool:
+        """Send ``group``'s actions (journalled ``applying`` already) in one call to the
+        resource manager and add their outcomes to ``outcomes``. False when the round must
+        end here: the daemon is stopping (nothing sent: the journal's ``applying`` says
+        they may have been), or the resource manager stopped answering (the outcomes so
+        far are committed and the rest of the round dropped). The pause that bounds the
+        action rate (``action_interval_s`` per action) follows the group."""
+        if not group:
+            return True
+        if self.stopping:
+            self.store.mark_many(round_id, outcomes)
+            return False
+        actions = [e.action for e in group]
+        if len(actions) > 1 and isinstance(self.adapter, AppliesMany):
+            results = self.adapter.apply_many(actions)
+        else:
+            results = [self.adapter.apply_one(a) for a in actions]
+        lost: str | None = None
+        for entry, result in zip(group, results, strict=True):
+            if result.retry:
+                outcomes.append((entry.seq, SKIPPED,
+                                 f"resource manager unavailable: {result.detail}"))
+                lost = lost or result.detail
+                continue
+            status = DONE if result.ok else SKIPPED if result.stale else FAILED
+            outcomes.append((entry.seq, status, result.detail))
+            self.metrics.count_action(type(entry.action).__name__,
+                                      {DONE: "ok", SKIPPED: "skipped"}.get(status, "failed"))
+            log.log(logging.INFO if result.ok else logging.WARNING, "%s: %s",
+                    describe(entry.action, self.words), result.detail,
+                    extra={"fields": {"event": "applied", "round": round_id,
+                                      "seq": entry.seq, "ok": result.ok}})
+        if lost is not None:
+            self.store.mark_many(round_id, outcomes)
+            outcomes.clear()
+            self._defer_rest(round_id, group[-1].seq + 1, lost)
+            return False
+        if self.settings.action_interval_s > 0:
+            self.sleep(self.settings.action_interval_s * len(group))
+        return True
 
     def _defer_rest(self, round_id: int, from_seq: int, why: str) -> None:
         """The resource manager stopped answering: the rest of this round's actions are
