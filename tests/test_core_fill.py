@@ -236,3 +236,33 @@ def test_the_poll_runs_a_fill_only_round_when_a_job_arrives(tmp_path: Path):
     finally:
         daemon.stopping = True
         thread.join(5)
+
+
+def test_a_submission_stamp_brings_the_poll_forward(tmp_path: Path):
+    """job_submit.lua truncates <hook_dir>/submitted at each managed submission: the daemon
+    polls at once (the poll itself still decides whether a fill-only round runs) instead of
+    up to poll_s later; here poll_s is an hour, so only the stamp can start the job."""
+    idle = ClusterState(0.0, nodes=(Node("a", "v100", 4),))
+    adapter = Switchable(idle)
+    hooks = tmp_path / "hooks"
+    daemon = Daemon(adapter, Round(FixedPlan(Plan()), FILL), Store(tmp_path / "s.db"),
+                    ServiceSettings(round_s=3600, hook_dir=str(hooks), poll_s=3600,
+                                    event_min_interval_s=0.0))
+    thread = threading.Thread(target=daemon.serve, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while daemon.last is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        adapter.source = ClusterState(1.0, nodes=idle.nodes, jobs=(Job("new", gpus=2),))
+        time.sleep(1.2)                   # no stamp moved: no poll, no round
+        assert adapter.recorded == []
+        (hooks / "submitted").open("w").close()     # what job_submit.lua does
+        while not adapter.recorded:
+            assert time.monotonic() < deadline, "the submission waited for the poll"
+            time.sleep(0.02)
+        assert [(type(a), a.job_id) for a in adapter.recorded] == [(Start, "new")]
+    finally:
+        daemon.stopping = True
+        thread.join(5)

@@ -38,6 +38,7 @@ from gpufair.plugin.events import EventListener
 from gpufair.plugin.explain_server import ExplainServer, admins
 from gpufair.plugin.metrics import Metrics
 from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, JournalEntry, Store
+from gpufair.plugin.submit_stamp import SubmitStamp
 from gpufair.plugin.wake import WakeSocket
 from gpufair.plugin.wording import Words, describe, words_for
 from gpufair.policy.base import Policy, StatefulPolicy
@@ -46,6 +47,13 @@ log = logging.getLogger("gpufair.daemon")
 
 #: Actions journalled per commit while a round is applied (see :meth:`Daemon.apply_round`).
 JOURNAL_BATCH = 256
+#: Between rounds, how often the submission stamp is looked at (a stat; see ``_wait``).
+STAMP_LOOK_S = 0.5
+#: A submission's poll waits this long (job_submit.lua runs before Slurm writes the job's
+#: record) and comes at most once per SUBMIT_POLL_MIN_S (a burst of submissions: one poll a
+#: second, not one per look)
+SUBMIT_SETTLE_S = 0.2
+SUBMIT_POLL_MIN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ class Daemon:
         self.words: Words = words_for(getattr(adapter, "name", None))
         self.next_round_at: float | None = None   # wall time of the next timer round
         self._shown: dict[str, tuple[tuple[str, str, str | None], str]] = {}  # reason lines
+        self.submitted = SubmitStamp(settings.hook_dir)   # job_submit.lua's, between rounds
 
     @property
     def policy(self) -> Policy:
@@ -429,24 +438,34 @@ class Daemon:
         ``poll_s``: a new job or freed GPUs while a job waits (a submission sends no hook
         event). Changes are coalesced: however many arrive, at most one fill-only round runs
         per ``event_min_interval_s`` after the last round, so a burst of job starts and ends
-        (or a user hammering the socket) costs one round, not one per datagram.
+        (or a user hammering the socket) costs one round, not one per datagram. A
+        submission to a managed partition moves job_submit.lua's stamp
+        (:mod:`gpufair.plugin.submit_stamp`), which brings the next poll forward.
         """
         woken = False
         poll_s = self.settings.poll_s
-        next_poll = time.monotonic() + poll_s if poll_s > 0 else float("inf")
+        polled = time.monotonic()
+        next_poll = polled + poll_s if poll_s > 0 else float("inf")
         while not self.stopping:
             now = time.monotonic()
             if now >= timer:
                 return True
             if woken and now >= events_from:
                 return False
+            if not woken and self.submitted.moved():
+                # a submission (job_submit.lua's stamp): the poll now, not up to poll_s
+                # later; after the record is written, and at most one per SUBMIT_POLL_MIN_S
+                next_poll = min(next_poll, max(now + SUBMIT_SETTLE_S,
+                                               polled + SUBMIT_POLL_MIN_S))
             if not woken and now >= next_poll:
                 woken = self._changed()
-                next_poll = time.monotonic() + poll_s
+                polled = time.monotonic()
+                next_poll = polled + poll_s if poll_s > 0 else float("inf")
                 continue
             until = min(timer, events_from if woken else next_poll)
             sources: list[Any] = [wake] if self.listener is None else [wake, self.listener]
-            ready, _, _ = select.select(sources, [], [], max(0.0, min(until - now, 1.0)))
+            ready, _, _ = select.select(sources, [], [],
+                                        max(0.0, min(until - now, STAMP_LOOK_S)))
             if wake in ready and wake.drain():
                 woken = True
             if self.listener is not None and self.listener in ready:
