@@ -8,10 +8,12 @@ filler in :mod:`gpufair.core.fill` shows up as a disagreement.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from fixed_policy import FixedPlan
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -238,16 +240,19 @@ def test_the_poll_runs_a_fill_only_round_when_a_job_arrives(tmp_path: Path):
         thread.join(5)
 
 
-def test_a_submission_stamp_brings_the_poll_forward(tmp_path: Path):
-    """job_submit.lua truncates <hook_dir>/submitted at each managed submission: the daemon
-    polls at once (the poll itself still decides whether a fill-only round runs) instead of
-    up to poll_s later; here poll_s is an hour, so only the stamp can start the job."""
+@pytest.mark.parametrize("sign", ["stamp", "wake"])
+def test_a_submission_or_hook_event_brings_the_poll_and_its_round_forward(tmp_path: Path,
+                                                                          sign: str):
+    """job_submit.lua truncates <hook_dir>/submitted at each managed submission; a hook
+    wakes the daemon's socket. Either brings the poll forward (poll_s is an hour here), and
+    a poll that finds room for a new job runs its fill-only round at once, not after the
+    30 s coalescing interval (the poll itself decides: no change, no round)."""
     idle = ClusterState(0.0, nodes=(Node("a", "v100", 4),))
     adapter = Switchable(idle)
     hooks = tmp_path / "hooks"
     daemon = Daemon(adapter, Round(FixedPlan(Plan()), FILL), Store(tmp_path / "s.db"),
                     ServiceSettings(round_s=3600, hook_dir=str(hooks), poll_s=3600,
-                                    event_min_interval_s=0.0))
+                                    event_min_interval_s=30.0))
     thread = threading.Thread(target=daemon.serve, daemon=True)
     thread.start()
     try:
@@ -258,7 +263,11 @@ def test_a_submission_stamp_brings_the_poll_forward(tmp_path: Path):
         adapter.source = ClusterState(1.0, nodes=idle.nodes, jobs=(Job("new", gpus=2),))
         time.sleep(1.2)                   # no stamp moved: no poll, no round
         assert adapter.recorded == []
-        (hooks / "submitted").open("w").close()     # what job_submit.lua does
+        if sign == "stamp":
+            (hooks / "submitted").open("w").close()     # what job_submit.lua does
+        else:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as hook:
+                hook.sendto(b"x", str(hooks / "wake.sock"))
         while not adapter.recorded:
             assert time.monotonic() < deadline, "the submission waited for the poll"
             time.sleep(0.02)

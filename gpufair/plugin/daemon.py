@@ -49,11 +49,8 @@ log = logging.getLogger("gpufair.daemon")
 JOURNAL_BATCH = 256
 #: Between rounds, how often the submission stamp is looked at (a stat; see ``_wait``).
 STAMP_LOOK_S = 0.5
-#: A submission's poll waits this long (job_submit.lua runs before Slurm writes the job's
-#: record) and comes at most once per SUBMIT_POLL_MIN_S (a burst of submissions: one poll a
-#: second, not one per look)
+#: A submission's poll waits this long: job_submit.lua runs before Slurm writes the record
 SUBMIT_SETTLE_S = 0.2
-SUBMIT_POLL_MIN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +65,7 @@ class ServiceSettings:
     hook_dir: str = "/var/spool/gpufair"
     event_min_interval_s: float = 5.0  # hook events: at most one fill-only round per this
     poll_s: float = 5.0                # between rounds: snapshot this often for changes
+    poll_soon_s: float = 1.0           # a hook event or submission: poll this soon after the last
     wake_group: str | None = None      # group that may wake the daemon (SlurmUser's)
     event_listen: str | None = None        # HOST:PORT for hook events from other hosts
     event_key: bytes | None = None         # their shared HMAC key
@@ -438,9 +436,15 @@ class Daemon:
         ``poll_s``: a new job or freed GPUs while a job waits (a submission sends no hook
         event). Changes are coalesced: however many arrive, at most one fill-only round runs
         per ``event_min_interval_s`` after the last round, so a burst of job starts and ends
-        (or a user hammering the socket) costs one round, not one per datagram. A
-        submission to a managed partition moves job_submit.lua's stamp
-        (:mod:`gpufair.plugin.submit_stamp`), which brings the next poll forward.
+        (or a user hammering the socket) costs one round, not one per datagram.
+
+        A hook event or a submission (job_submit.lua's stamp,
+        :mod:`gpufair.plugin.submit_stamp`) also brings the poll forward, and a poll that
+        finds room for a job the last round did not see (a new or changed job with idle
+        GPUs: ``_changed``) runs the fill-only round at once rather than after the
+        coalescing interval: GPUs idled for those seconds while Slurm alone starts such a
+        job at once (issue 29's soak). Polls brought forward stay at most one per
+        ``poll_soon_s``, and a poll that finds nothing new costs no round.
         """
         woken = False
         poll_s = self.settings.poll_s
@@ -452,27 +456,37 @@ class Daemon:
                 return True
             if woken and now >= events_from:
                 return False
-            if not woken and self.submitted.moved():
-                # a submission (job_submit.lua's stamp): the poll now, not up to poll_s
-                # later; after the record is written, and at most one per SUBMIT_POLL_MIN_S
-                next_poll = min(next_poll, max(now + SUBMIT_SETTLE_S,
-                                               polled + SUBMIT_POLL_MIN_S))
-            if not woken and now >= next_poll:
-                woken = self._changed()
+            if self.submitted.moved():
+                next_poll = self._poll_soon(next_poll, now, polled)
+            if now >= next_poll:
+                if self._changed():   # room for a job the last round did not see: now
+                    return False
                 polled = time.monotonic()
                 next_poll = polled + poll_s if poll_s > 0 else float("inf")
                 continue
-            until = min(timer, events_from if woken else next_poll)
+            until = min(timer, events_from if woken else next_poll, next_poll)
             sources: list[Any] = [wake] if self.listener is None else [wake, self.listener]
             ready, _, _ = select.select(sources, [], [],
                                         max(0.0, min(until - now, STAMP_LOOK_S)))
             if wake in ready and wake.drain():
                 woken = True
+                next_poll = self._poll_soon(next_poll, time.monotonic(), polled)
             if self.listener is not None and self.listener in ready:
                 for event in self.listener.drain():
                     self.store.add_event(event, f"udp-{event['nonce']}")
                     woken = True
+                    next_poll = self._poll_soon(next_poll, time.monotonic(), polled)
         return True
+
+    def _poll_soon(self, next_poll: float, now: float, polled: float) -> float:
+        """When the poll comes after a sign of change (a hook event, a submission's stamp):
+        ``SUBMIT_SETTLE_S`` from now (Slurm writes a job's record after job_submit.lua
+        returns), at least ``poll_soon_s`` after the last poll, never later than due
+        (``poll_soon_s`` 0: signs of change do not bring the poll forward)."""
+        soon = self.settings.poll_soon_s
+        if soon <= 0:
+            return next_poll
+        return min(next_poll, max(now + SUBMIT_SETTLE_S, polled + soon))
 
     def _changed(self) -> bool:
         """The poll: did jobs or GPUs change since the last round, with a job that may fit on

@@ -61,7 +61,7 @@ def build_daemon(config: Config, adapter: ResourceManager, store: Store, *,
                                action_interval_s=d.action_interval_s,
                                apply_batch=d.apply_batch, hook_dir=d.hook_dir,
                                event_min_interval_s=d.event_min_interval_s,
-                               poll_s=d.poll_s,
+                               poll_s=d.poll_s, poll_soon_s=d.poll_soon_s,
                                wake_group=d.wake_group, event_listen=d.event_listen,
                                event_key=read_key(d.event_key_file) if d.event_key_file
                                else None,
