@@ -11,6 +11,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -203,6 +205,22 @@ class Switchable(RecordingAdapter):
     """A snapshot the test changes under the daemon, as users' submissions do."""
 
 
+@contextmanager
+def _serving(daemon: Daemon) -> Iterator[float]:
+    """The daemon serving in a thread, past its first round; yields a deadline 10 s on."""
+    thread = threading.Thread(target=daemon.serve, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while daemon.last is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        yield deadline
+    finally:
+        daemon.stopping = True
+        thread.join(5)
+
+
 def test_the_poll_runs_a_fill_only_round_when_a_job_arrives(tmp_path: Path):
     idle = ClusterState(0.0, nodes=(Node("a", "v100", 4),))
     adapter = Switchable(idle)
@@ -217,13 +235,7 @@ def test_the_poll_runs_a_fill_only_round_when_a_job_arrives(tmp_path: Path):
         return run_round(preemptive=preemptive)
 
     daemon.run_round = counted  # type: ignore[method-assign]
-    thread = threading.Thread(target=daemon.serve, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while daemon.last is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+    with _serving(daemon) as deadline:
         time.sleep(0.5)                                  # polls see nothing new: no round
         assert adapter.recorded == []
         assert rounds == [True]
@@ -235,9 +247,6 @@ def test_the_poll_runs_a_fill_only_round_when_a_job_arrives(tmp_path: Path):
         assert daemon.last is not None and daemon.last.preemptive is False
         time.sleep(0.6)     # the snapshot does not change (recording): no round per poll
         assert rounds == [True, False]
-    finally:
-        daemon.stopping = True
-        thread.join(5)
 
 
 @pytest.mark.parametrize("sign", ["stamp", "wake"])
@@ -253,13 +262,7 @@ def test_a_submission_or_hook_event_brings_the_poll_and_its_round_forward(tmp_pa
     daemon = Daemon(adapter, Round(FixedPlan(Plan()), FILL), Store(tmp_path / "s.db"),
                     ServiceSettings(round_s=3600, hook_dir=str(hooks), poll_s=3600,
                                     event_min_interval_s=30.0))
-    thread = threading.Thread(target=daemon.serve, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while daemon.last is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+    with _serving(daemon) as deadline:
         adapter.source = ClusterState(1.0, nodes=idle.nodes, jobs=(Job("new", gpus=2),))
         time.sleep(1.2)                   # no stamp moved: no poll, no round
         assert adapter.recorded == []
@@ -272,6 +275,3 @@ def test_a_submission_or_hook_event_brings_the_poll_and_its_round_forward(tmp_pa
             assert time.monotonic() < deadline, "the submission waited for the poll"
             time.sleep(0.02)
         assert [(type(a), a.job_id) for a in adapter.recorded] == [(Start, "new")]
-    finally:
-        daemon.stopping = True
-        thread.join(5)
