@@ -27,6 +27,9 @@ class FakeSlurm:
         self.verbs: Counter[tuple[str, str]] = Counter()
         self.crash_after: tuple[str, str] | None = None   # (verb, job): crash once it's done
         self.clock = 1000.0
+        self.reads = 0                                    # squeue documents served
+        self.many: list[tuple[str, tuple[str, ...]]] = []  # calls for several jobs at once
+        self.unavailable_after: int | None = None   # calls answered before Slurm goes away
 
     def submit(self, job_id: str, gpus_per_node: int, nodes: int = 1, *, held: bool = True
                ) -> None:
@@ -49,6 +52,7 @@ class FakeSlurm:
 
     # ---- Transport ------------------------------------------------------------------------
     def read_jobs(self) -> dict:
+        self.reads += 1
         return {"errors": [], "jobs": [dict(j) for j in self.jobs.values()]}
 
     def read_nodes(self) -> dict:
@@ -56,7 +60,17 @@ class FakeSlurm:
             {"name": n, "state": "idle", "state_flags": [], "partitions": ["gpu"],
              "gres": f"gpu:{t}:{c}"} for n, (t, c) in self.node_gres.items()]}
 
+    def control_many(self, verb: str, job_ids: list[str]) -> dict[str, CommandResult]:
+        """As ``scontrol VERB 1,2,3``: each id in turn, each its own outcome (a crash
+        between two ids leaves the first carried out, as a kill mid-call could)."""
+        self.many.append((verb, tuple(job_ids)))
+        return {job_id: self.control(verb, job_id) for job_id in job_ids}
+
     def control(self, verb: str, job_id: str, fields: dict | None = None) -> CommandResult:
+        if self.unavailable_after is not None:
+            if self.unavailable_after <= 0:
+                return CommandResult(False, "scontrol: no answer in 10 s", unavailable=True)
+            self.unavailable_after -= 1
         self.verbs[(verb, job_id)] += 1
         job = self.jobs.get(job_id)
         if job is None:

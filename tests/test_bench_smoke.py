@@ -69,7 +69,7 @@ SMOKE: dict[str, tuple[list[str], str]] = {
 #: not run here: a helper of other benches, and the two that bring up a loopback Slurm of
 #: their own (minutes each; run by hand against a change to the Slurm adapter or daemon:
 #: the figures in docs/deploy.md come from them)
-ELSEWHERE = {"shared_data.py", "slurm_soak.py", "slurm_rpcs.py"}
+ELSEWHERE = {"shared_data.py", "slurm_soak.py", "slurm_rpcs.py", "slurm_apply.py"}
 
 
 def _run(script: str) -> str | None:

@@ -8,10 +8,14 @@ filler in :mod:`gpufair.core.fill` shows up as a disagreement.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from fixed_policy import FixedPlan
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -201,6 +205,22 @@ class Switchable(RecordingAdapter):
     """A snapshot the test changes under the daemon, as users' submissions do."""
 
 
+@contextmanager
+def _serving(daemon: Daemon) -> Iterator[float]:
+    """The daemon serving in a thread, past its first round; yields a deadline 10 s on."""
+    thread = threading.Thread(target=daemon.serve, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while daemon.last is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        yield deadline
+    finally:
+        daemon.stopping = True
+        thread.join(5)
+
+
 def test_the_poll_runs_a_fill_only_round_when_a_job_arrives(tmp_path: Path):
     idle = ClusterState(0.0, nodes=(Node("a", "v100", 4),))
     adapter = Switchable(idle)
@@ -215,13 +235,7 @@ def test_the_poll_runs_a_fill_only_round_when_a_job_arrives(tmp_path: Path):
         return run_round(preemptive=preemptive)
 
     daemon.run_round = counted  # type: ignore[method-assign]
-    thread = threading.Thread(target=daemon.serve, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while daemon.last is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+    with _serving(daemon) as deadline:
         time.sleep(0.5)                                  # polls see nothing new: no round
         assert adapter.recorded == []
         assert rounds == [True]
@@ -233,6 +247,31 @@ def test_the_poll_runs_a_fill_only_round_when_a_job_arrives(tmp_path: Path):
         assert daemon.last is not None and daemon.last.preemptive is False
         time.sleep(0.6)     # the snapshot does not change (recording): no round per poll
         assert rounds == [True, False]
-    finally:
-        daemon.stopping = True
-        thread.join(5)
+
+
+@pytest.mark.parametrize("sign", ["stamp", "wake"])
+def test_a_submission_or_hook_event_brings_the_poll_and_its_round_forward(tmp_path: Path,
+                                                                          sign: str):
+    """job_submit.lua truncates <hook_dir>/submitted at each managed submission; a hook
+    wakes the daemon's socket. Either brings the poll forward (poll_s is an hour here), and
+    a poll that finds room for a new job runs its fill-only round at once, not after the
+    30 s coalescing interval (the poll itself decides: no change, no round)."""
+    idle = ClusterState(0.0, nodes=(Node("a", "v100", 4),))
+    adapter = Switchable(idle)
+    hooks = tmp_path / "hooks"
+    daemon = Daemon(adapter, Round(FixedPlan(Plan()), FILL), Store(tmp_path / "s.db"),
+                    ServiceSettings(round_s=3600, hook_dir=str(hooks), poll_s=3600,
+                                    event_min_interval_s=30.0))
+    with _serving(daemon) as deadline:
+        adapter.source = ClusterState(1.0, nodes=idle.nodes, jobs=(Job("new", gpus=2),))
+        time.sleep(1.2)                   # no stamp moved: no poll, no round
+        assert adapter.recorded == []
+        if sign == "stamp":
+            (hooks / "submitted").open("w").close()     # what job_submit.lua does
+        else:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as hook:
+                hook.sendto(b"x", str(hooks / "wake.sock"))
+        while not adapter.recorded:
+            assert time.monotonic() < deadline, "the submission waited for the poll"
+            time.sleep(0.02)
+        assert [(type(a), a.job_id) for a in adapter.recorded] == [(Start, "new")]

@@ -258,6 +258,17 @@ def test_job_submit_lua_gets_a_non_root_slurm_user_as_operator() -> None:
     assert b"\nlocal SLURM_USER_UID = nil\n" in lua.content
 
 
+def test_job_submit_lua_stamps_submissions_in_the_sites_hook_dir() -> None:
+    """The daemon looks for the stamp in its hook_dir: the lua must write it there."""
+    site = deploy.Site(python="/p", hooks_py="/h", user="root", group="root", uid=0)
+    lua = next(p for p in deploy.plan(site) if p.path.endswith("job_submit.lua"))
+    assert b'\nlocal SUBMIT_STAMP = "/var/spool/gpufair/submitted"\n' in lua.content
+    moved = deploy.Site(python="/p", hooks_py="/h", user="root", group="root", uid=0,
+                        hook_dir="/srv/gpufair")
+    lua = next(p for p in deploy.plan(moved) if p.path.endswith("job_submit.lua"))
+    assert b'\nlocal SUBMIT_STAMP = "/srv/gpufair/submitted"   -- written by' in lua.content
+
+
 def _kernel_says(user: str, *test: str) -> bool:
     """The oracle: ``test(1)`` run as ``user`` by the kernel's own permission checks."""
     entry = pwd.getpwnam(user)

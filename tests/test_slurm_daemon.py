@@ -57,7 +57,7 @@ def test_round_swaps_jobs_as_the_plan_says(tmp_path):
 
 @pytest.mark.parametrize("batch", [1, 3, daemon_module.JOURNAL_BATCH])
 @pytest.mark.parametrize("crash_at", [("requeuehold", "3"), ("requeuehold", "4"),
-                                      ("release", "1"), ("update", "2")])
+                                      ("release", "1"), ("release", "2"), ("update", "2")])
 def test_killed_mid_round_restart_neither_repeats_nor_loses(tmp_path, crash_at, batch,
                                                             monkeypatch):
     """Killed anywhere, with the journal written an action at a time, in batches that end

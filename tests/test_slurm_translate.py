@@ -27,7 +27,8 @@ from gpufair.adapters.slurm.translate import (
     translate,
 )
 from gpufair.adapters.slurm.transport import CliTransport
-from gpufair.model import JobState, NodeState
+from gpufair.core.guards import job_constraints
+from gpufair.model import JobState, Migrate, NodeState
 from gpufair.model.snapshot import state_to_dict, validate_snapshot
 
 DATA = Path(__file__).parent / "data" / "slurm"
@@ -542,6 +543,29 @@ def test_placement_constraints_come_from_what_the_job_asked():
     job = next(j for j in translate(jobs, SINFO, now=NOW).state.jobs
                if j.id == str(pending["job_id"]))
     assert job.allowed_nodes == ("gpu-v100-1", "gpu-v100-2")
+
+
+def test_a_running_job_keeps_what_it_asked_so_no_move_breaks_it():
+    """A typed job gpufair started had no constraints once RUNNING, so LAS moved a v100 job
+    onto k80 GPUs: Slurm refused it (BadConstraints) and held it itself (JobHeldAdmin), and
+    it never ran again (issue 29's soak, seed 2). Now its type and nodes stay known, and the
+    guard keeps such a move from being sent."""
+    jobs = copy.deepcopy(SQUEUE)
+    running = next(j for j in jobs["jobs"] if j["job_id"] == 1)
+    running.update(tres_per_node="gres:gpu:k80:2", excluded_nodes="gpu-k80-2",
+                   admin_comment="gpufair:managed")
+    view = translate(jobs, SINFO, now=NOW)
+    job = next(j for j in view.state.jobs if j.id == "1")
+    assert job.state is JobState.RUNNING and job.gpu_types == ("k80",)
+    assert job.allowed_nodes is not None and "gpu-k80-2" not in job.allowed_nodes
+    moves = [Migrate("1", ("gpu-v100-1:0", "gpu-v100-1:1")),
+             Migrate("1", ("gpu-k80-2:0", "gpu-k80-2:1"))]
+    for move in moves:
+        kept, held = job_constraints(view.state, [move])
+        assert kept == [] and [d.action for d in held] == [move]
+    running.update(features="k80|v100")    # unmodelled: not to be moved at all, still seen
+    job = next(j for j in translate(jobs, SINFO, now=NOW).state.jobs if j.id == "1")
+    assert job.allowed_nodes == ("gpu-k80-1",)
 
 
 def test_jobs_of_one_partition_with_different_constraints_keep_their_own_nodes():

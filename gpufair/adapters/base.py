@@ -85,6 +85,19 @@ class ResourceManager(Adapter, Protocol):
 
 
 @runtime_checkable
+class AppliesMany(Protocol):
+    """A resource manager that carries several actions out together, cheaper than one at a
+    time (Slurm: many starts share their reads and one ``scontrol release``). Optional: the
+    daemon hands it consecutive journalled actions, else one :meth:`apply_one` each."""
+
+    def apply_many(self, actions: Sequence[Action]) -> list[ActionResult]:
+        """Carry ``actions`` out in order; one outcome each, as :meth:`apply_one` gives it.
+        Once the resource manager stops answering nothing more is sent: the rest come
+        back with ``retry``."""
+        ...
+
+
+@runtime_checkable
 class ShowsReasons(Protocol):
     """A resource manager that can show users why gpufair decided what it did about their
     jobs where they already look (Slurm: the job's AdminComment). Optional: the daemon asks

@@ -94,8 +94,19 @@ class DaemonOptions:
     poll_s: float = setting(5.0, "between rounds, look this often for new jobs or freed GPUs"
                             " (one snapshot); a change with idle GPUs runs a fill-only round;"
                             " 0: hook events and the timer only", ge=0.0, le=3600.0)
+    poll_soon_s: float = setting(1.0, "a hook event or a submission (job_submit.lua's stamp)"
+                                 " brings the poll forward, to at least this long after the"
+                                 " last one; a poll that finds room for a new or changed job"
+                                 " runs its fill-only round at once; 0: off (polls every"
+                                 " poll_s only; large sites: docs/deploy.md)",
+                                 ge=0.0, le=3600.0)
     action_interval_s: float = setting(0.0, "pause between actions (spreads load on the"
-                                       " resource manager)", ge=0.0, le=60.0)
+                                       " resource manager): at most 1/this actions a"
+                                       " second, a group of apply_batch paused for all"
+                                       " its actions at once", ge=0.0, le=60.0)
+    apply_batch: int = setting(100, "consecutive actions sent together (Slurm: starts share"
+                               " their reads and one scontrol release of all their ids);"
+                               " 1: one at a time", ge=1, le=256)
     hook_dir: str = setting("/var/spool/gpufair", "spool and wake socket shared with the"
                             " hooks")
     event_min_interval_s: float = setting(5.0, "hook events coalesce: at most one fill-only"

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpufair.errors import InputError
+from gpufair.plugin.submit_stamp import STAMP_NAME
 
 CONFIG = "/etc/gpufair/gpufair.toml"
 UNIT = "/etc/systemd/system/gpufair.service"
@@ -165,6 +166,11 @@ def plan(site: Site) -> list[Planned]:
         lua = replace_line("job_submit.lua", lua, "local SLURM_USER_UID = nil",
                            f"local SLURM_USER_UID = {site.uid}   -- {site.user}, written by "
                            "gpufair admin write-files")
+    if site.hook_dir != DEFAULT_HOOK_DIR:
+        lua = replace_line("job_submit.lua", lua,
+                           f'local SUBMIT_STAMP = "{DEFAULT_HOOK_DIR}/{STAMP_NAME}"',
+                           f'local SUBMIT_STAMP = "{site.hook_dir}/{STAMP_NAME}"   -- written '
+                           "by gpufair admin write-files")
     env = "".join(f"{key}={shlex.quote(value)}\n" for key, value in (
         ("GPUFAIR_PYTHON", site.python), ("GPUFAIR_HOOK_PY", site.hooks_py),
         ("GPUFAIR_HOOK_DIR", site.hook_dir)))

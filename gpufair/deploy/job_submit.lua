@@ -58,6 +58,15 @@ local USER_HOLD = "gpufair:userhold"
 local PENDING = 0
 -- the longest comment Slurm accepts, in bytes
 local COMMENT_MAX = 1024
+-- truncated at each managed submission: gpufair serve notices its time at once instead of
+-- at its next poll (<hook_dir>/submitted; `gpufair admin write-files` writes a site's
+-- hook_dir here). A failure to open it is ignored
+local SUBMIT_STAMP = "/var/spool/gpufair/submitted"
+
+local function stamp_submission()
+   local file = io.open(SUBMIT_STAMP, "w")
+   if file then file:close() end
+end
 
 local function user_held(comment)
    for word in string.gmatch(comment or "", "%S+") do
@@ -147,6 +156,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
          admin = admin .. " nodelist=" .. job_desc.req_nodes
       end
       job_desc.admin_comment = admin
+      stamp_submission()
    end
    return slurm.SUCCESS
 end

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufair.adapters.base import Effect, ResourceManager, ShowsReasons, Unavailable
+from gpufair.adapters.base import (
+    AppliesMany,
+    Effect,
+    ResourceManager,
+    ShowsReasons,
+    Unavailable,
+)
 from gpufair.core.explain import Decision
 from gpufair.core.fill import may_fill, occupancy
 from gpufair.core.gc_pause import gc_paused
@@ -33,6 +39,7 @@ from gpufair.plugin.events import EventListener
 from gpufair.plugin.explain_server import ExplainServer, admins
 from gpufair.plugin.metrics import Metrics
 from gpufair.plugin.store import APPLYING, DONE, FAILED, PLANNED, SKIPPED, JournalEntry, Store
+from gpufair.plugin.submit_stamp import SubmitStamp
 from gpufair.plugin.wake import WakeSocket
 from gpufair.plugin.wording import Words, describe, words_for
 from gpufair.policy.base import Policy, StatefulPolicy
@@ -41,6 +48,10 @@ log = logging.getLogger("gpufair.daemon")
 
 #: Actions journalled per commit while a round is applied (see :meth:`Daemon.apply_round`).
 JOURNAL_BATCH = 256
+#: Between rounds, how often the submission stamp is looked at (a stat; see ``_wait``).
+STAMP_LOOK_S = 0.5
+#: A submission's poll waits this long: job_submit.lua runs before Slurm writes the record
+SUBMIT_SETTLE_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -51,9 +62,11 @@ class ServiceSettings:
     dry_run: bool = False              # journal as skipped; never persist policy state
     shadow: bool = False               # a dry run that records what the RM itself did
     action_interval_s: float = 0.0     # pause between actions: spreads load on slurmctld
+    apply_batch: int = 100             # consecutive actions sent together (see apply_round)
     hook_dir: str = "/var/spool/gpufair"
     event_min_interval_s: float = 5.0  # hook events: at most one fill-only round per this
     poll_s: float = 5.0                # between rounds: snapshot this often for changes
+    poll_soon_s: float = 1.0           # a hook event or submission: poll this soon after the last
     wake_group: str | None = None      # group that may wake the daemon (SlurmUser's)
     event_listen: str | None = None        # HOST:PORT for hook events from other hosts
     event_key: bytes | None = None         # their shared HMAC key
@@ -84,6 +97,7 @@ class Daemon:
         self.words: Words = words_for(getattr(adapter, "name", None))
         self.next_round_at: float | None = None   # wall time of the next timer round
         self._shown: dict[str, tuple[tuple[str, str, str | None], str]] = {}  # reason lines
+        self.submitted = SubmitStamp(settings.hook_dir)   # job_submit.lua's, between rounds
 
     @property
     def policy(self) -> Policy:
@@ -222,54 +236,96 @@ class Daemon:
             grace = self.adapter.warn_preemptions(victims)
             if grace:
                 self.sleep(grace)
+        # together: consecutive actions handed to the resource manager in one call (Slurm
+        # shares its reads and one `scontrol release` among them); one at a time where it
+        # cannot take several, so that nothing is sent after it stopped answering
+        together = self.settings.apply_batch if isinstance(self.adapter, AppliesMany) else 1
         outcomes: list[tuple[int, str, str]] = []
         for start in range(0, len(entries), JOURNAL_BATCH):
             batch = entries[start:start + JOURNAL_BATCH]
             self.store.mark_many(round_id, outcomes + [(e.seq, APPLYING, "") for e in batch
                                                        if e.key not in done_before])
             outcomes = []
+            group: list[JournalEntry] = []
             for entry in batch:
-                if self.stopping:
-                    self.store.mark_many(round_id, outcomes)
-                    return
                 if entry.key in done_before:
                     outcomes.append((entry.seq, SKIPPED, f"done in round "
                                      f"{done_before[entry.key]} (same incarnation)"))
                     continue
-                if recovering or entry.status == APPLYING:
-                    try:
-                        effect = self.adapter.check(entry.action)
-                    except Unavailable as exc:
-                        self.store.mark_many(round_id, outcomes)
-                        self._defer_rest(round_id, entry.seq, str(exc))
-                        return
-                    if effect is Effect.IN_EFFECT:
-                        outcomes.append((entry.seq, DONE, "already in effect (recovered)"))
-                        log.info("round %d action %d already in effect: %s", round_id,
-                                 entry.seq, describe(entry.action, self.words),
-                                 extra={"fields": {"event": "recovered", "round": round_id}})
-                        continue
-                    if effect is Effect.JOB_GONE:
-                        outcomes.append((entry.seq, SKIPPED, "job no longer active"))
-                        continue
-                result = self.adapter.apply_one(entry.action)
-                if result.retry:
-                    outcomes.append((entry.seq, SKIPPED,
-                                     f"resource manager unavailable: {result.detail}"))
-                    self.store.mark_many(round_id, outcomes)
-                    self._defer_rest(round_id, entry.seq + 1, result.detail)
+                if not (recovering or entry.status == APPLYING):
+                    group.append(entry)
+                    if len(group) >= together:
+                        if not self._apply_group(round_id, group, outcomes):
+                            return
+                        group = []
+                    continue
+                # sent before a crash, maybe: asked about on its own, after those before it
+                if not self._apply_group(round_id, group, outcomes):
                     return
-                status = DONE if result.ok else SKIPPED if result.stale else FAILED
-                outcomes.append((entry.seq, status, result.detail))
-                self.metrics.count_action(type(entry.action).__name__,
-                                          {DONE: "ok", SKIPPED: "skipped"}.get(status, "failed"))
-                log.log(logging.INFO if result.ok else logging.WARNING, "%s: %s",
-                        describe(entry.action, self.words), result.detail,
-                        extra={"fields": {"event": "applied", "round": round_id,
-                                          "seq": entry.seq, "ok": result.ok}})
-                if self.settings.action_interval_s > 0:
-                    self.sleep(self.settings.action_interval_s)
+                group = []
+                if self.stopping:
+                    self.store.mark_many(round_id, outcomes)
+                    return
+                try:
+                    effect = self.adapter.check(entry.action)
+                except Unavailable as exc:
+                    self.store.mark_many(round_id, outcomes)
+                    self._defer_rest(round_id, entry.seq, str(exc))
+                    return
+                if effect is Effect.IN_EFFECT:
+                    outcomes.append((entry.seq, DONE, "already in effect (recovered)"))
+                    log.info("round %d action %d already in effect: %s", round_id,
+                             entry.seq, describe(entry.action, self.words),
+                             extra={"fields": {"event": "recovered", "round": round_id}})
+                elif effect is Effect.JOB_GONE:
+                    outcomes.append((entry.seq, SKIPPED, "job no longer active"))
+                elif not self._apply_group(round_id, [entry], outcomes):
+                    return
+            if not self._apply_group(round_id, group, outcomes):
+                return
         self.store.mark_many(round_id, outcomes)
+
+    def _apply_group(self, round_id: int, group: list[JournalEntry],
+                     outcomes: list[tuple[int, str, str]]) -> bool:
+        """Send ``group``'s actions (journalled ``applying`` already) in one call to the
+        resource manager and add their outcomes to ``outcomes``. False when the round must
+        end here: the daemon is stopping (nothing sent: the journal's ``applying`` says
+        they may have been), or the resource manager stopped answering (the outcomes so
+        far are committed and the rest of the round dropped). The pause that bounds the
+        action rate (``action_interval_s`` per action) follows the group."""
+        if not group:
+            return True
+        if self.stopping:
+            self.store.mark_many(round_id, outcomes)
+            return False
+        actions = [e.action for e in group]
+        if len(actions) > 1 and isinstance(self.adapter, AppliesMany):
+            results = self.adapter.apply_many(actions)
+        else:
+            results = [self.adapter.apply_one(a) for a in actions]
+        lost: str | None = None
+        for entry, result in zip(group, results, strict=True):
+            if result.retry:
+                outcomes.append((entry.seq, SKIPPED,
+                                 f"resource manager unavailable: {result.detail}"))
+                lost = lost or result.detail
+                continue
+            status = DONE if result.ok else SKIPPED if result.stale else FAILED
+            outcomes.append((entry.seq, status, result.detail))
+            self.metrics.count_action(type(entry.action).__name__,
+                                      {DONE: "ok", SKIPPED: "skipped"}.get(status, "failed"))
+            log.log(logging.INFO if result.ok else logging.WARNING, "%s: %s",
+                    describe(entry.action, self.words), result.detail,
+                    extra={"fields": {"event": "applied", "round": round_id,
+                                      "seq": entry.seq, "ok": result.ok}})
+        if lost is not None:
+            self.store.mark_many(round_id, outcomes)
+            outcomes.clear()
+            self._defer_rest(round_id, group[-1].seq + 1, lost)
+            return False
+        if self.settings.action_interval_s > 0:
+            self.sleep(self.settings.action_interval_s * len(group))
+        return True
 
     def _defer_rest(self, round_id: int, from_seq: int, why: str) -> None:
         """The resource manager stopped answering: the rest of this round's actions are
@@ -383,30 +439,56 @@ class Daemon:
         event). Changes are coalesced: however many arrive, at most one fill-only round runs
         per ``event_min_interval_s`` after the last round, so a burst of job starts and ends
         (or a user hammering the socket) costs one round, not one per datagram.
+
+        A hook event or a submission (job_submit.lua's stamp,
+        :mod:`gpufair.plugin.submit_stamp`) also brings the poll forward, and a poll that
+        finds room for a job the last round did not see (a new or changed job with idle
+        GPUs: ``_changed``) runs the fill-only round at once rather than after the
+        coalescing interval: GPUs idled for those seconds while Slurm alone starts such a
+        job at once (issue 29's soak). Polls brought forward stay at most one per
+        ``poll_soon_s``, and a poll that finds nothing new costs no round.
         """
         woken = False
         poll_s = self.settings.poll_s
-        next_poll = time.monotonic() + poll_s if poll_s > 0 else float("inf")
+        polled = time.monotonic()
+        next_poll = polled + poll_s if poll_s > 0 else float("inf")
         while not self.stopping:
             now = time.monotonic()
             if now >= timer:
                 return True
             if woken and now >= events_from:
                 return False
-            if not woken and now >= next_poll:
-                woken = self._changed()
-                next_poll = time.monotonic() + poll_s
+            if self.submitted.moved():
+                next_poll = self._poll_soon(next_poll, now, polled)
+            if now >= next_poll:
+                if self._changed():   # room for a job the last round did not see: now
+                    return False
+                polled = time.monotonic()
+                next_poll = polled + poll_s if poll_s > 0 else float("inf")
                 continue
-            until = min(timer, events_from if woken else next_poll)
+            until = min(timer, events_from if woken else next_poll, next_poll)
             sources: list[Any] = [wake] if self.listener is None else [wake, self.listener]
-            ready, _, _ = select.select(sources, [], [], max(0.0, min(until - now, 1.0)))
+            ready, _, _ = select.select(sources, [], [],
+                                        max(0.0, min(until - now, STAMP_LOOK_S)))
             if wake in ready and wake.drain():
                 woken = True
+                next_poll = self._poll_soon(next_poll, time.monotonic(), polled)
             if self.listener is not None and self.listener in ready:
                 for event in self.listener.drain():
                     self.store.add_event(event, f"udp-{event['nonce']}")
                     woken = True
+                    next_poll = self._poll_soon(next_poll, time.monotonic(), polled)
         return True
+
+    def _poll_soon(self, next_poll: float, now: float, polled: float) -> float:
+        """When the poll comes after a sign of change (a hook event, a submission's stamp):
+        ``SUBMIT_SETTLE_S`` from now (Slurm writes a job's record after job_submit.lua
+        returns), at least ``poll_soon_s`` after the last poll, never later than due
+        (``poll_soon_s`` 0: signs of change do not bring the poll forward)."""
+        soon = self.settings.poll_soon_s
+        if soon <= 0:
+            return next_poll
+        return min(next_poll, max(now + SUBMIT_SETTLE_S, polled + soon))
 
     @gc_paused
     def _changed(self) -> bool:

@@ -58,9 +58,10 @@ def build_daemon(config: Config, adapter: ResourceManager, store: Store, *,
                  shadow: bool = False) -> Daemon:
     d = config.daemon
     settings = ServiceSettings(round_s=d.round_s, dry_run=dry_run or shadow, shadow=shadow,
-                               action_interval_s=d.action_interval_s, hook_dir=d.hook_dir,
+                               action_interval_s=d.action_interval_s,
+                               apply_batch=d.apply_batch, hook_dir=d.hook_dir,
                                event_min_interval_s=d.event_min_interval_s,
-                               poll_s=d.poll_s,
+                               poll_s=d.poll_s, poll_soon_s=d.poll_soon_s,
                                wake_group=d.wake_group, event_listen=d.event_listen,
                                event_key=read_key(d.event_key_file) if d.event_key_file
                                else None,

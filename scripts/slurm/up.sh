@@ -121,7 +121,10 @@ fi
 sed -e "s#@BASE@#$BASE#g" -e "s#@CTLD_PORT@#$CTLD_PORT#g" -e "s#@SLURM_USER@#$SLURM_USER#g" \
   -e "s#@HOOKS@#$HOOKS#g" "$HERE/slurm.conf.in" > "$BASE/etc/slurm.conf"
 if [[ $HARD == 1 ]]; then
-  install -m 644 "$JOB_SUBMIT" "$BASE/etc/job_submit.lua"
+  # its submission stamp in this cluster's hook directory (gpufair.plugin.submit_stamp)
+  sed -e "s#^local SUBMIT_STAMP = \"/var/spool/gpufair/submitted\"#local SUBMIT_STAMP = \"$BASE/gpufair/submitted\"#" \
+    "$JOB_SUBMIT" > "$BASE/etc/job_submit.lua"
+  chmod 644 "$BASE/etc/job_submit.lua"
   echo "JobSubmitPlugins=lua" >> "$BASE/etc/slurm.conf"
 fi
 echo "AutoDetect=off" > "$BASE/etc/gres.conf"

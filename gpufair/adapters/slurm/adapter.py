@@ -45,6 +45,7 @@ from gpufair.adapters.slurm.translate import (
     translate,
 )
 from gpufair.adapters.slurm.transport import (
+    MANY_VERBS,
     CliTransport,
     CommandResult,
     RestTransport,
@@ -621,6 +622,132 @@ class SlurmAdapter:
             done.append(step.verb)
         return ActionResult(action, True, ", ".join(done))
 
+    def apply_many(self, actions: Sequence[Action]) -> list[ActionResult]:
+        """Carry ``actions`` out in order, each run of consecutive Starts together; one
+        outcome per action, as :meth:`apply_one` gives it.
+
+        Why: a first round on a large site starts thousands of jobs, and one start alone
+        costs a read before it, a pin, a release and two reads to check them (~8 RPCs and 5
+        processes; each read is the whole queue). Together, a run of starts shares one read
+        before, one read per check and one ``scontrol release`` of all their ids; each keeps
+        its own pin (22.05 takes no placement ``update`` for several jobs) and its own
+        outcome: a job that failed a step stops there, the others go on. Other actions go
+        one at a time, in their place. Once Slurm stops answering nothing more is sent:
+        the rest come back ``retry`` (the daemon drops the rest of the round)."""
+        results: list[ActionResult] = []
+        first = 0
+        while first < len(actions):
+            lost = next((r for r in results if r.retry), None)
+            if lost is not None:
+                results += [ActionResult(a, False, f"not sent: {lost.detail}", retry=True)
+                            for a in actions[first:]]
+                break
+            end = first
+            while end < len(actions) and isinstance(actions[end], Start):
+                end += 1
+            if end > first:
+                results += self._start_many(list(actions[first:end]))
+                first = end
+            else:
+                results.append(self.apply_one(actions[first]))
+                first += 1
+        return results
+
+    def _start_many(self, starts: list[Action]) -> list[ActionResult]:
+        """Starts together, step by step: step k of every start still going, then step
+        k + 1 (see :meth:`apply_many`)."""
+        results: dict[int, ActionResult] = {}
+        steps: dict[int, list[Step]] = {}
+        for n, action in enumerate(starts):
+            info = self._info(action.job_id)
+            if info is None or self._job(action.job_id) is None:
+                results[n] = ActionResult(action, False,
+                                          f"job {action.job_id} not in the last snapshot")
+                continue
+            try:
+                steps[n] = steps_for(action, info, hard=self.hard)
+            except NotExpressible as exc:
+                results[n] = ActionResult(action, False, f"job {action.job_id}: {exc}")
+        if steps:
+            try:
+                fresh = JobIndex(self.transport.read_jobs())
+            except TransportError as exc:
+                for n in steps:
+                    results[n] = ActionResult(starts[n], False,
+                                              f"cannot check the job first: {exc}", retry=True)
+                steps = {}
+            for n in list(steps):
+                job = self._job(starts[n].job_id)
+                assert job is not None
+                problem = precondition(starts[n], job, fresh.find(starts[n].job_id))
+                if problem is not None:
+                    results[n] = ActionResult(starts[n], False, f"not applied: {problem}",
+                                              stale=True)
+                    del steps[n]
+        done: dict[int, list[str]] = {n: [] for n in steps}
+        phase = 0
+        while current := {n: todo[phase] for n, todo in steps.items() if phase < len(todo)}:
+            outcomes = self._steps_together(current)
+            for n, outcome in outcomes.items():
+                if outcome.ok:
+                    done[n].append(current[n].verb)
+                    continue
+                after = f" (after {', '.join(done[n])})" if done[n] else ""
+                results[n] = ActionResult(starts[n], False, f"{current[n].verb} failed: "
+                                          f"{outcome.detail}{after}",
+                                          retry=outcome.unavailable)
+                del steps[n]
+            phase += 1
+            lost = next((o for o in outcomes.values() if o.unavailable), None)
+            if lost is not None:   # nothing more is sent: the rest wait for a later round
+                for n in [n for n, todo in steps.items() if phase < len(todo)]:
+                    results[n] = ActionResult(starts[n], False, f"not sent: {lost.detail} "
+                                              f"(after {', '.join(done[n])})", retry=True)
+                    del steps[n]
+        for n in steps:
+            results[n] = ActionResult(starts[n], True, ", ".join(done[n]))
+        return [results[n] for n in range(len(starts))]
+
+    def _steps_together(self, steps: Mapping[int, Step]) -> dict[int, CommandResult]:
+        """One step of each of several actions: the checks against one read of the queue,
+        each :data:`MANY_VERBS` verb in one call for all its jobs, the rest one by one."""
+        out: dict[int, CommandResult] = {}
+        checks = {n: s for n, s in steps.items() if s.verb.startswith("verify-")}
+        if checks:
+            try:
+                index = JobIndex(self.transport.read_jobs())
+            except TransportError as exc:
+                out.update({n: CommandResult(False, str(exc), unavailable=True)
+                            for n in checks})
+            else:
+                out.update({n: self._verify(s, index.find(s.job_id, own=True))
+                            for n, s in checks.items()})
+        grouped: dict[str, dict[int, Step]] = {}
+        lost: CommandResult | None = None
+        for n, step in steps.items():
+            if n in checks:
+                continue
+            if step.verb in MANY_VERBS and not step.fields:
+                grouped.setdefault(step.verb, {})[n] = step
+            elif lost is not None:   # Slurm stopped answering: not sent
+                out[n] = CommandResult(False, f"not sent: {lost.detail}", unavailable=True)
+            else:
+                out[n] = self._run(step)
+                lost = out[n] if out[n].unavailable else None
+        for verb, group in grouped.items():
+            by_id = self._control_many(verb, list(dict.fromkeys(s.job_id
+                                                                  for s in group.values())))
+            out.update({n: by_id[s.job_id] for n, s in group.items()})
+        return out
+
+    def _control_many(self, verb: str, job_ids: list[str]) -> dict[str, CommandResult]:
+        """One call for all ``job_ids`` where the transport can (a transport without
+        ``control_many``, such as a test's stand-in, is asked per id)."""
+        many = getattr(self.transport, "control_many", None)
+        if many is None or len(job_ids) == 1:
+            return {job_id: self.transport.control(verb, job_id) for job_id in job_ids}
+        return many(verb, job_ids)
+
     def _run(self, step: Step) -> CommandResult:
         if step.verb == "await-pending":
             return self._await_pending(step.job_id)
@@ -774,23 +901,37 @@ class SlurmAdapter:
 
 def find_record(jobs: Mapping[str, Any], job_id: str, *, own: bool = False
                 ) -> Mapping[str, Any] | None:
-    """The record of ``job_id`` in a jobs document. An array task ``A_T`` is the record of
-    that task once Slurm split it out of its array record (gpufair's update of ``A_T``
-    does), else that array record if the task is the one it stands for (``own``: None then,
-    for the checks that the update split it)."""
-    array, _, task = job_id.partition("_")
-    record = None
-    for raw in jobs.get("jobs", ()):
-        if not isinstance(raw, Mapping):
-            continue
-        if task and str(raw.get("array_job_id")) == array \
-                and str(raw.get("array_task_id")) == task:
-            return raw
-        if str(raw.get("job_id")) == (array if task else job_id):
-            record = raw
-    if task and (own or record is None or not _stands_for(record, task)):
-        return None
-    return record
+    """The record of ``job_id`` in a jobs document (see :meth:`JobIndex.find`)."""
+    return JobIndex(jobs).find(job_id, own=own)
+
+
+class JobIndex:
+    """A jobs document indexed by job id and by array task, read once: the records of a
+    whole batch of actions are then found in one pass over the queue, not one each."""
+
+    def __init__(self, jobs: Mapping[str, Any]) -> None:
+        self.by_id: dict[str, Mapping[str, Any]] = {}
+        self.by_task: dict[tuple[str, str], Mapping[str, Any]] = {}
+        for raw in jobs.get("jobs", ()):
+            if not isinstance(raw, Mapping):
+                continue
+            self.by_id[str(raw.get("job_id"))] = raw
+            if raw.get("array_task_id") is not None:
+                self.by_task.setdefault((str(raw.get("array_job_id")),
+                                         str(raw.get("array_task_id"))), raw)
+
+    def find(self, job_id: str, *, own: bool = False) -> Mapping[str, Any] | None:
+        """The record of ``job_id``. An array task ``A_T`` is the record of that task once
+        Slurm split it out of its array record (gpufair's update of ``A_T`` does), else
+        that array record if the task is the one it stands for (``own``: None then, for
+        the checks that the update split it)."""
+        array, _, task = job_id.partition("_")
+        if task and (array, task) in self.by_task:
+            return self.by_task[(array, task)]
+        record = self.by_id.get(array if task else job_id)
+        if task and (own or record is None or not _stands_for(record, task)):
+            return None
+        return record
 
 
 def _stands_for(record: Mapping[str, Any], task: str) -> bool:

@@ -691,27 +691,23 @@ def _elastic(job: Job, raw: Mapping[str, Any], problems: list[str], where: str) 
 
 
 def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job:
-    """What Slurm will honour of a placement, as the model's constraints on the job."""
-    if job.state is not JobState.PENDING:
+    """What Slurm will honour of a placement, as the model's constraints on the job.
+
+    A running job keeps them too: a move or resize restarts it on the planned GPUs, and a
+    typed job moved onto another GPU type was refused by Slurm (BadConstraints, then held
+    by Slurm itself, JobHeldAdmin, so gpufair never started it again: found by issue 29's
+    soak, a v100 job stuck for 20 minutes after a migration onto k80 GPUs). Whether it may
+    start (holds, begin time, limits, dependencies) is asked of waiting jobs only."""
+    if job.state is JobState.PENDING:
+        _eligible(raw, site, now)
+    elif job.state is not JobState.RUNNING:
         return job
-    if user_held(raw):
-        raise NotRunnable("held by its owner until they release it")
-    why = not_eligible(raw, now)
-    if why is not None:
-        raise NotRunnable(why)
-    running, limit = site.arrays.get(_int(raw, "array_job_id") or 0, (0, 0))
-    if limit and running >= limit and _num(raw, "priority", 0.0, float(_MAX_U32)) == 0:
-        # (a task already released counts itself: it is not held back for that)
-        raise NotRunnable(f"its array has {running} tasks running, its limit (%{limit})")
-    dependency = _text(raw, "dependency")
-    if dependency not in ("", "(null)") and not dependency_met(dependency, site.job_states):
-        never = dependency_never_met(dependency, site.job_states)
-        if never is not None:
-            raise NeverMet(f"its dependency can never be met ({_show(never)})")
-        raise NotRunnable(f"waits for a dependency ({_show(dependency)})")
     parts = tuple(p for p in _text(raw, "partition").split(",") if p in site.partitions)
     wanted = _text(raw, "features")
     if wanted and not _SIMPLE_FEATURES.match(wanted):
+        if job.state is JobState.RUNNING:   # not to be moved: where it runs is all it may have
+            return replace(job, allowed_nodes=tuple(dict.fromkeys(
+                node_of(g) for g in job.gpus_held)))
         raise Unmodelled(f"--constraint {_show(wanted)} is more than a list of features")
     excluded = _hostlist(raw, "excluded_nodes")
     asked = _user_nodelist(raw)
@@ -727,8 +723,29 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job
     if typed is None:
         per_job = parse_gpu_entries(_text(raw, "tres_per_job"))
         typed = per_job[0].gpu_type if per_job else None
+    if job.state is JobState.RUNNING:   # its node count is the move's or resize's to set
+        nodes = job.nodes
     return job_replaced(job, allowed_nodes=allowed, nodes=nodes,
                         gpu_types=(typed,) if typed else None)
+
+
+def _eligible(raw: Mapping[str, Any], site: _Site, now: float) -> None:
+    """Raise NotRunnable (NeverMet) when a waiting job may not start now."""
+    if user_held(raw):
+        raise NotRunnable("held by its owner until they release it")
+    why = not_eligible(raw, now)
+    if why is not None:
+        raise NotRunnable(why)
+    running, limit = site.arrays.get(_int(raw, "array_job_id") or 0, (0, 0))
+    if limit and running >= limit and _num(raw, "priority", 0.0, float(_MAX_U32)) == 0:
+        # (a task already released counts itself: it is not held back for that)
+        raise NotRunnable(f"its array has {running} tasks running, its limit (%{limit})")
+    dependency = _text(raw, "dependency")
+    if dependency not in ("", "(null)") and not dependency_met(dependency, site.job_states):
+        never = dependency_never_met(dependency, site.job_states)
+        if never is not None:
+            raise NeverMet(f"its dependency can never be met ({_show(never)})")
+        raise NotRunnable(f"waits for a dependency ({_show(dependency)})")
 
 
 def _allowed_nodes(site: _Site, parts: tuple[str, ...], wanted: str, excluded: Sequence[str],
