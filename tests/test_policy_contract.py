@@ -469,6 +469,9 @@ PAPER_BASELINES: dict[str, tuple[str, dict[str, object]]] = {
     "max_min level=tenant stages=1": ("max_min", {"level": "tenant"}),
     "max_min level=tenant stages=2": ("max_min", {"level": "tenant", "stages": 2}),
     "max_min stages=2": ("max_min", {"stages": 2}),
+    "max_min objective=finish_time": ("max_min", {"objective": "finish_time"}),
+    "max_min objective=finish_time stages=2": ("max_min", {"objective": "finish_time",
+                                                           "stages": 2}),
 }
 
 
