@@ -10,7 +10,7 @@ function of its seed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -90,3 +90,44 @@ def generate_tenant_trace(source: Sequence[TraceJob], tenants: int, jobs_per_ten
                             source="<generated>"))
         owner.append(f"tenant{t:03d}")
     return jobs, owner
+
+
+@dataclass(frozen=True)
+class UserClass:
+    """One user of a fixed-population experiment: its jobs are all of one type and gang
+    (a model trained over and over, as each user of the Gandiva_fair paper's §5.4–5.5 runs
+    150 ResNet-50 or SuperResolution jobs), ``mean_steps`` long on average."""
+
+    job_type: str
+    gpus: int
+    jobs: int
+    mean_steps: float
+
+
+def generate_user_class_trace(users: Sequence[UserClass], *, seed: int = 0, sigma: float = 0.5,
+                              job_gap_s: float = 0.0) -> tuple[list[TraceJob], list[str]]:
+    """Users (``user1``, ``user2``, ... in the order given) that each submit their class's
+    jobs: all at time 0 (``job_gap_s = 0``: the backlog of the Gandiva_fair paper's
+    heterogeneous experiments, where trading has something to trade for hours) or as a
+    Poisson process of that mean gap per user. Lengths are log-normal of mean ``mean_steps``
+    and shape ``sigma``, so jobs do not all end in the same round. Returns the trace in
+    arrival order and each job's user (``owner[i]`` for trace index i)."""
+    if not users or any(u.jobs < 1 or u.gpus < 1 or u.mean_steps <= 0 for u in users):
+        raise ValueError("need users, each with >= 1 job of >= 1 GPU and a positive length")
+    if sigma < 0 or job_gap_s < 0:
+        raise ValueError("sigma and job_gap_s must be >= 0")
+    rng = np.random.default_rng(seed)
+    drawn = []
+    for u, user in enumerate(users):
+        gaps = rng.exponential(job_gap_s, user.jobs - 1) if job_gap_s > 0 \
+            else np.zeros(user.jobs - 1)
+        arrivals = np.concatenate([[0.0], np.cumsum(gaps)])
+        lengths = user.mean_steps * rng.lognormal(-sigma * sigma / 2, sigma, user.jobs)
+        drawn += [(float(int(a)), u, max(1, int(s))) for a, s in zip(arrivals, lengths,
+                                                                    strict=True)]
+    drawn.sort(key=lambda d: (d[0], d[1]))
+    jobs = [TraceJob(index=i, job_type=users[u].job_type, total_steps=steps,
+                     scale_factor=users[u].gpus, arrival_s=arrival, line=i + 1,
+                     source="<generated>")
+            for i, (arrival, u, steps) in enumerate(drawn)]
+    return jobs, [f"user{u + 1}" for _, u, _ in drawn]
