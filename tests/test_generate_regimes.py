@@ -11,6 +11,7 @@ import pytest
 from gpufair.adapters.simulator.generate import (
     UserClass,
     format_trace,
+    generate_app_trace,
     generate_heavy_tailed_trace,
     generate_tenant_trace,
     generate_trace,
@@ -113,3 +114,48 @@ def test_user_classes_with_arrivals_and_bad_arguments() -> None:
             generate_user_class_trace(bad)
     with pytest.raises(ValueError, match="sigma"):
         generate_user_class_trace(GANDIVA_USERS, sigma=-1.0)
+
+
+def test_apps_of_trials_share_a_model_and_arrive_together(canonical_trace) -> None:
+    """THEMIS's Workload 1: ~10 % single-job apps, the others ~N trials of one 1- or 2-GPU
+    model launched at once, trials of varied length; apps in arrival order; seeded."""
+    jobs = generate_app_trace(canonical_trace, 200, 12, num_gpus=64, seed=2)
+    apps = defaultdict(list)
+    for j in jobs:
+        apps[j.app].append(j)
+    assert len(apps) == 200 and [j.index for j in jobs] == list(range(len(jobs)))
+    assert all(j.scale_factor <= 2 for j in jobs)
+    sizes = np.array([len(v) for v in apps.values()])
+    assert 0.04 < np.mean(sizes == 1) < 0.18 and np.median(sizes[sizes > 1]) == \
+        pytest.approx(12, abs=2)
+    for trials in apps.values():
+        assert len({(j.job_type, j.scale_factor, j.arrival_s) for j in trials}) == 1
+        if len(trials) > 2:
+            assert len({j.total_steps for j in trials}) > 1
+    arrivals = [j.arrival_s for j in jobs]
+    assert arrivals == sorted(arrivals)
+    assert generate_app_trace(canonical_trace, 20, 5, num_gpus=16, seed=2) == \
+        generate_app_trace(canonical_trace, 20, 5, num_gpus=16, seed=2)
+    assert generate_app_trace(canonical_trace, 20, 5, num_gpus=16, seed=3) != \
+        generate_app_trace(canonical_trace, 20, 5, num_gpus=16, seed=2)
+    with pytest.raises(ValueError, match="jobs per app"):
+        generate_app_trace(canonical_trace, 5, 1, num_gpus=16)
+    with pytest.raises(ValueError, match="GPUs"):
+        generate_app_trace([j for j in canonical_trace if j.scale_factor > 2], 5, 4,
+                           num_gpus=16)
+
+
+def test_a_generated_app_reaches_the_simulated_jobs(canonical_trace) -> None:
+    """The simulator hands each job its trace app (THEMIS groups by it)."""
+    from gpufair import data
+    from gpufair.adapters.simulator.cluster_spec import parse_cluster_spec
+    from gpufair.adapters.simulator.engine import TraceSimulator
+    from gpufair.adapters.simulator.semantics import semantics_named
+    from gpufair.adapters.simulator.throughputs import load_throughputs
+
+    jobs = generate_app_trace(canonical_trace, 3, 3, num_gpus=8, seed=0)
+    sim = TraceSimulator(jobs, load_throughputs(data.path("tacc_throughputs.json")),
+                         parse_cluster_spec("v100:8", "4"), semantics_named("clean"), 120.0)
+    state = sim.snapshot()
+    assert {j.id: j.app for j in state.jobs} == {str(j.index): j.app for j in jobs
+                                                 if j.arrival_s == 0.0}
