@@ -199,3 +199,26 @@ def test_tenant_level_is_refused() -> None:
     with pytest.raises(InputError, match=r"finish_time.* is per job") as caught:
         policy(level="tenant")
     assert "level" in str(caught.value)
+
+
+def test_ecos_answers_inside_the_optimal_face() -> None:
+    """Under the artifact's interior-point solver the one-type answer is a point inside the
+    optimal face, as the artifact's: the same worst ρ̂, and at light load (the face is not
+    one point) every job above the least fraction its ρ̂ needs, where the closed form (the
+    other backends) gives exactly that least fraction to all but the bottleneck."""
+    jobs = [job("a", (0.0, 1.0), 4e4, arrival=0.0), job("b", (0.0, 1.0), 1e4, arrival=3600.0),
+            job("c", (0.0, 1.0), 1e4, arrival=3600.0)]
+    capacity = {"v100": 4}   # room for all three: a, waiting since 0, sets the level alone
+    vertex = policy("highs").allocate(jobs, capacity, 3600.0)
+    inside = policy("ecos").allocate(jobs, capacity, 3600.0)
+    worst = {name: float(rho_of(jobs, a, capacity, 3600.0).max())
+             for name, a in (("vertex", vertex), ("inside", inside))}
+    assert worst["inside"] == pytest.approx(worst["vertex"], rel=1e-5)
+    assert vertex["a"]["v100"] == pytest.approx(1.0)          # a sets the level alone
+    rho_vertex = rho_of(jobs, vertex, capacity, 3600.0)
+    np.testing.assert_allclose(rho_vertex, rho_vertex.max(), rtol=1e-9)   # b, c dragged up
+    rho_inside = rho_of(jobs, inside, capacity, 3600.0)
+    for k, name in ((1, "b"), (2, "c")):
+        assert inside[name]["v100"] > vertex[name]["v100"] + 0.01
+        assert rho_inside[k] < worst["inside"] - 0.01
+    assert sum(x["v100"] for x in inside.values()) <= 4.0 + 1e-6

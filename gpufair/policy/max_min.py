@@ -52,6 +52,9 @@ from gpufair.settings import setting
 #: relative slack on the first stage's level when the second stage keeps it: solvers return
 #: the optimum to ~1e-9, and holding it exactly could make the second LP infeasible
 STAGE_SLACK = 1e-7
+#: relative room above the finish-time level z* for the interior-point solve: at heavy load
+#: the optimal face is a single point, which an interior-point method cannot sit inside
+ECOS_SLACK = 1e-6
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,12 @@ class MaxMinPolicy(TimeFractionPolicy):
         if len(index.types) == 1:   # one column per runnable job, in order
             level = one_type_level(t, index.rates, index.gang, float(cap_rhs[0]))
             x = np.minimum(1.0, t.need(level) / index.rates)
+            if self.config.solver_backend == "ecos":
+                # the artifact's interior-point answer: a point inside the optimal face,
+                # where the closed form is its vertex of least fractions (min_total_duration
+                # makes the same choice); at heavy load the face is that one point
+                inside = solve_at(level * (1.0 + ECOS_SLACK), no_objective)
+                x = x if inside is None else inside
         else:
             best = np.zeros(index.num_jobs)
             np.maximum.at(best, index.jobs, index.rates)
