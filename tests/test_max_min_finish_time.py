@@ -222,3 +222,25 @@ def test_ecos_answers_inside_the_optimal_face() -> None:
         assert inside[name]["v100"] > vertex[name]["v100"] + 0.01
         assert rho_inside[k] < worst["inside"] - 0.01
     assert sum(x["v100"] for x in inside.values()) <= 4.0 + 1e-6
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_type_with_no_gpus_leaves_the_lp_path_equal_to_the_closed_form(backend: str) -> None:
+    """With an empty k80 pool beside the v100s the bisection over LPs runs (two types) and
+    reaches the one-type closed form's level; at an exact fit (as many GPUs as gangs) the
+    level is the best case on either path, and the second stage runs everyone all the time."""
+    jobs = [job("a", (1.0, 2.0), 4e4), job("b", (1.0, 1.0), 1e4, arrival=600.0),
+            job("c", (1.0, 3.0), 9e4, gang=2), job("d", (1.0, 1.5), 2e3, arrival=1200.0)]
+    closed = policy(backend).allocate(jobs, {"v100": 3}, 1800.0)
+    bisected = policy(backend).allocate(jobs, {"k80": 0, "v100": 3}, 1800.0)
+    levels = [float(rho_of(jobs, a, {"v100": 3}, 1800.0).max()) for a in (closed, bisected)]
+    assert levels[1] == pytest.approx(levels[0], rel=2e-4) and levels[1] >= levels[0] * (1 - 1e-9)
+    assert all(set(a) <= {"v100"} for a in bisected.values())
+    everyone = {j.id: {"v100": 1.0} for j in jobs}
+    best = float(rho_of(jobs, everyone, {"v100": 5}, 1800.0).max())
+    for capacity in ({"v100": 5}, {"k80": 0, "v100": 5}):
+        fit = policy(backend).allocate(jobs, capacity, 1800.0)
+        assert float(rho_of(jobs, fit, {"v100": 5}, 1800.0).max()) == \
+            pytest.approx(best, rel=2e-4)
+        full = policy(backend, stages=2).allocate(jobs, capacity, 1800.0)
+        assert all(a["v100"] == pytest.approx(1.0, abs=1e-6) for a in full.values())
