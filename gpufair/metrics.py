@@ -8,7 +8,7 @@ the artifact's static max(1, N/G) and Themis's mean of active jobs over the job'
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -101,3 +101,35 @@ def compute_metrics(outcomes: Sequence[JobOutcome], num_gpus: int, makespan_s: f
         utilization=float(busy_gpu_s / (num_gpus * makespan_s)) if makespan_s > 0 else math.nan,
         failed_jobs=sum(o.failed for o in outcomes),
     )
+
+
+def rho_apps(outcomes: Sequence[JobOutcome], app_of: Mapping[str, str],
+             num_gpus: int) -> dict[str, float]:
+    """THEMIS's finish-time fairness per app (its unit: a hyper-parameter search), over the
+    finished jobs ``outcomes`` holds: ρ = T_sh / T_id, T_sh the app's time from its first
+    arrival to its last finish, T_id its time alone with 1/N of the cluster — its trials'
+    GPU-work (each alone on its gang) over G/N GPUs, but never less than its longest trial —
+    with N the number of apps active on average over its life (itself included), as the
+    paper's N_avg. A job missing from ``app_of`` is an app of its own."""
+    spans: dict[str, list[float]] = {}
+    for o in outcomes:
+        app = app_of.get(o.job_id, o.job_id)
+        span = spans.setdefault(app, [math.inf, -math.inf, 0.0, 0.0])
+        span[0] = min(span[0], o.arrival_s)
+        span[1] = max(span[1], o.finish_s)
+        span[2] += o.isolated_s * o.gpus
+        span[3] = max(span[3], o.isolated_s)
+    names = list(spans)
+    start = np.array([spans[a][0] for a in names])
+    end = np.array([spans[a][1] for a in names])
+    overlap = np.clip(np.minimum(end[:, None], end[None, :])
+                      - np.maximum(start[:, None], start[None, :]), 0.0, None)
+    length = end - start
+    with np.errstate(divide="ignore", invalid="ignore"):
+        contention = np.where(length > 0, overlap.sum(axis=1) / length, 1.0)
+    out = {}
+    for i, app in enumerate(names):
+        work, longest = spans[app][2], spans[app][3]
+        alone = max(longest, work * max(1.0, contention[i]) / num_gpus)
+        out[app] = float(length[i] / alone) if alone > 0 else math.nan
+    return out

@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from gpufair.metrics import JobOutcome, compute_metrics, jain_index, rho_static, unfair_fractions
+from gpufair.metrics import (
+    JobOutcome,
+    compute_metrics,
+    jain_index,
+    rho_apps,
+    rho_static,
+    unfair_fractions,
+)
 
 
 def outcomes():
@@ -49,3 +56,20 @@ def test_jain_bounds():
 def test_empty_history():
     m = compute_metrics([], num_gpus=4, makespan_s=0, busy_gpu_s=0)
     assert m.num_jobs == 0 and math.isnan(m.avg_jct_s)
+
+
+def test_rho_apps_by_hand() -> None:
+    """Two apps on 4 GPUs. A: two 1-GPU trials of 100 s alone, arriving at 0, the last done
+    at 300; B: one 2-GPU job of 200 s alone, from 100 to 300. Over A's 300 s B is active
+    200 s: N_A = 1 + 200/300; A alone with 4/N_A GPUs needs its 200 GPU-s of work over them
+    (83.3 s), less than its longest trial (100 s): ρ_A = 300/100. N_B = 2 (A throughout):
+    ρ_B = 200 / max(200, 400·2/4) = 1. A job missing from the map is its own app."""
+    outcomes = [JobOutcome("a1", 0.0, 150.0, 100.0), JobOutcome("a2", 0.0, 300.0, 100.0),
+                JobOutcome("b", 100.0, 300.0, 200.0, gpus=2)]
+    rho = rho_apps(outcomes, {"a1": "A", "a2": "A", "b": "B"}, num_gpus=4)
+    assert rho == pytest.approx({"A": 3.0, "B": 1.0})
+    # on one GPU A's work dominates: 200·N_A / 1 GPU
+    tight = rho_apps(outcomes, {"a1": "A", "a2": "A", "b": "B"}, num_gpus=1)
+    assert tight["A"] == pytest.approx(300.0 / (200.0 * (1 + 200 / 300)))
+    alone = rho_apps(outcomes, {"a1": "A", "a2": "A"}, num_gpus=4)
+    assert set(alone) == {"A", "b"}

@@ -496,6 +496,9 @@ PAPER_BASELINES: dict[str, tuple[str, dict[str, object]]] = {
     "max_min stages=2": ("max_min", {"stages": 2}),
     "oef span_types": ("oef", {"span_types": True}),
     "oef non_cooperative span_types": ("oef", {"mode": "non_cooperative", "span_types": True}),
+    "max_min objective=finish_time": ("max_min", {"objective": "finish_time"}),
+    "max_min objective=finish_time stages=2": ("max_min", {"objective": "finish_time",
+                                                           "stages": 2}),
 }
 
 

@@ -382,8 +382,8 @@ class TraceSimulator:
         life filled in once: running jobs get a new record at every event, and looking
         these up again was much of its cost. :meth:`_make_record` sets the others."""
         return dict(vars(Job(
-            id=job.id, tenant=job.trace.tenant, gpus=job.sf, min_gpus=job.min_gpus,
-            max_gpus=job.max_gpus,
+            id=job.id, tenant=job.trace.tenant, app=job.trace.app, gpus=job.sf,
+            min_gpus=job.min_gpus, max_gpus=job.max_gpus,
             arrival_s=job.arrival_s, model=job.model,
             initial_batch_size=job.b0, adaptation=job.mode,
             samples_per_epoch=SAMPLES_PER_EPOCH.get(job.model),

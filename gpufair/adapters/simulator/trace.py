@@ -40,6 +40,9 @@ class TraceJob:
     #: who the job belongs to (a replayed history's account, user, ...); the trace formats
     #: have no such column, so their jobs all share one tenant, as the artifacts' do
     tenant: str = "default"
+    #: the app (a hyper-parameter search, Themis's unit of fairness) the job belongs to;
+    #: None: an app of its own. Only generated traces set it (the trace formats have no column)
+    app: str | None = None
 
     @property
     def model(self) -> str:
