@@ -117,6 +117,13 @@ class TenantTagged:
     def at_round_boundary(self) -> bool:
         return self.sim.at_round_boundary
 
+    @property
+    def changes(self) -> int:
+        """The simulator's count of changes (arrivals, ends, actions): a round the runner
+        skips because none happened since a settled plan leaves every job where the last
+        snapshot saw it, so the ledger's credit of running jobs stays right."""
+        return self.sim.changes
+
     def may_start_any(self) -> bool:
         """Always True: the runner then snapshots at every event. Skipping a fill-only event
         (what the plain simulator's answer allows) would leave the ledger crediting jobs that
