@@ -86,6 +86,7 @@ from gpufair.adapters.simulator.throughputs import Throughputs, load_throughputs
 from gpufair.adapters.simulator.trace import load_trace
 from gpufair.core.simulation import SimulationReport, SimulationSpec, simulate
 from gpufair.metrics import rho_apps, rho_static
+from gpufair.policy.gandiva_fair.trading import base_entitlements, trade_round
 
 PAPERS = ("shockwave", "themis", "oef", "afs", "gandiva_fair")
 #: label -> (policy, options): the paper's "Themis" is Gavel's finish-time-fairness LP (its
@@ -498,6 +499,29 @@ GANDIVA_FAIR_NO_SPREAD = ("ResNet-50 (batch size 16)", 1)
 GANDIVA_FAIR_MEAN_K80_H = 4.0
 
 
+def entitlement_gains(users: tuple[tuple[str, int], ...], cluster: str,
+                      throughputs: Throughputs, threshold: float = 0.10) -> dict[str, float]:
+    """Each user's gain from trading in what it is entitled to, not in what it ran: the
+    policy's own ``trade_round`` from equal shares to its fixed point (no new trade), each
+    user's entitlement valued at its jobs' per-GPU rate on each type. It tells how much of a
+    simulated gain the trades' prices allow, apart from how the pools realise them."""
+    capacity = {t: n for t, n in (part.split(":") for part in cluster.split(","))}
+    capacity = {t: int(n) for t, n in capacity.items()}
+    names = [f"user{u + 1}" for u in range(len(users))]
+    rate = {u: {t: throughputs.rate(t, job_type, gpus) / gpus for t in capacity}
+            for u, (job_type, gpus) in zip(names, users, strict=True)}
+    fast_first = sorted(capacity, key=lambda t: -np.mean([rate[u][t] for u in names]))
+    speedups = {(fast, slow): {u: rate[u][fast] / rate[u][slow] for u in names}
+                for i, fast in enumerate(fast_first) for slow in fast_first[i + 1:]}
+    ent = base_entitlements({u: 1.0 for u in names}, capacity)
+    before = {u: sum(ent[u][t] * rate[u][t] for t in capacity) for u in names}
+    demand = {u: float(10 ** 6) for u in names}   # jobs enough to use whatever it is given
+    for quantum in range(10_000):
+        if not trade_round(ent, speedups, demand, float(quantum), threshold):
+            break
+    return {u: sum(ent[u][t] * rate[u][t] for t in capacity) / before[u] - 1 for u in names}
+
+
 def gandiva_fair_regime(args: argparse.Namespace) -> Claim:
     """Trading on and off in the paper's own experiment (``generate_user_class_trace``): each
     user's mini-batch rate with trading over without; ablation: the fourth user's model with
@@ -524,6 +548,9 @@ def gandiva_fair_regime(args: argparse.Namespace) -> Claim:
         found[label] = gain, on["actual"] / off["actual"] - 1
         rows.append([label, *(f"{gain.get(f'user{u + 1}', float('nan')):+.1%}"
                               for u in range(len(users))), f"{found[label][1]:+.1%}"])
+        entitled = entitlement_gains(users, cluster, throughputs)
+        rows.append([f"{label}: entitled", *(f"{entitled[f'user{u + 1}']:+.1%}"
+                                             for u in range(len(users))), ""])
         print(".", end="", file=sys.stderr, flush=True)
     print(f"\n## Gandiva_fair: trading's gain per user (normalized rate, trading on / off), "
           f"4 users x {per_user} jobs at t = 0 (mean {GANDIVA_FAIR_MEAN_K80_H:g} h alone on a "
