@@ -206,6 +206,53 @@ def test_policy_trades_then_undoes_when_a_user_arrives():
     assert [(t.buyer, t.seller, t.price) for t in pol.trades[1:]] == [("B", "C", 2.0)]
 
 
+def _homed(pol, jobs) -> dict[tuple[str, str], int]:
+    """GPUs of jobs homed per (user, GPU type)."""
+    out: dict[tuple[str, str], int] = {}
+    for j in jobs:
+        home = pol.home.get(j.id)
+        if home is not None:
+            out[(j.tenant, home.pool)] = out.get((j.tenant, home.pool), 0) + j.gpus
+    return out
+
+
+def _ran_on(plan, by_id, user: str, kind: str) -> int:
+    return sum(1 for a in plan.assignments if by_id[a.job_id].tenant == user
+               and a.gpu_ids[0].startswith(kind[0]))
+
+
+def test_a_trade_moves_the_traders_jobs_onto_the_traded_gpus():
+    """The paper's trade step: "then jobs for the seller and buyer are migrated to the
+    traded GPUs". B (5x) buys one of A's two V100s for 3.125 K80s in the first quantum; in
+    that same quantum A's jobs on the K80s cover its 11.125 K80s and B's on the V100 its
+    three, so A runs 11-12 K80s from the next quantum on. Without the trade's migrations
+    (issue 36) only one job a quantum changed type: A had 9 jobs on K80s a quantum later, and
+    the 2 K80s it was paid went to B as bonus share."""
+    jobs = [job(f"a{i}", "A", 1, {"v100": 1.25, "k80": 1.0}) for i in range(14)] + \
+        [job(f"b{i}", "B", 1, {"v100": 5.0, "k80": 1.0}) for i in range(10)]
+    by_id = {j.id: j for j in jobs}
+    pol = policy()
+    _, state, _ = run(pol, hetero_state(jobs), 1)
+    assert [(t.buyer, t.seller, t.price) for t in pol.trade_log] == [("B", "A", 3.125)]
+    homed = _homed(pol, jobs)
+    assert homed[("A", "k80")] >= 11.125 and homed[("B", "v100")] >= 3
+    _, _, plans = run(pol, state, 3)
+    assert len(pol.trade_log) == 1
+    assert all(_ran_on(p, by_id, "A", "k80") >= 11 for p in plans)
+    assert all(_ran_on(p, by_id, "B", "v100") == 3 for p in plans)
+
+
+def test_type_moves_per_quantum_bounds_the_heterogeneity_moves():
+    """Without the trade's migrations, A's jobs follow its K80 entitlement one move a quantum
+    (the paper's "migrates one job"), or ``type_moves_per_quantum`` at a time."""
+    jobs = [job(f"a{i}", "A", 1, {"v100": 1.25, "k80": 1.0}) for i in range(14)] + \
+        [job(f"b{i}", "B", 1, {"v100": 5.0, "k80": 1.0}) for i in range(10)]
+    for moves, expected in ((1, 9), (3, 10)):
+        pol = policy(trade_migrations=False, type_moves_per_quantum=moves)
+        run(pol, hetero_state(jobs), 2)
+        assert _homed(pol, jobs)[("A", "k80")] == expected, moves
+
+
 def test_a_seller_that_cannot_use_its_price_does_not_trade():
     """A with 12 jobs (12 GPUs of demand) cannot use 3.125 more K80s on top of 1 V100 and
     8 K80s: trading would cost it, so nothing is traded."""

@@ -73,6 +73,9 @@ class GandivaFairOptions:
     hetero_threshold: float = setting(
         0.10, "move a job to another GPU type when its expected rate there is higher by more"
         " than this share (one move per quantum)", ge=0.0, le=1e6)
+    type_moves_per_quantum: int = setting(
+        1, "jobs moved to another GPU type per quantum, the largest gain first (the paper:"
+        " one)", ge=0, le=1_000_000)
     migration_cooldown_quanta: int = setting(
         4, "a job that moved is not moved again for this many quanta (no ping-pong)",
         ge=0, le=1_000_000)
@@ -81,6 +84,10 @@ class GandivaFairOptions:
     trade_threshold: float = setting(
         0.10, "trade only when the buyer's speedup beats the seller's by more than this"
         " share", ge=0.0, le=1e6)
+    trade_migrations: bool = setting(
+        True, "after a trade, move the buyer's jobs onto the fast type and the seller's onto"
+        " the slow one until each has jobs for its new entitlement there (the paper's trade"
+        " step); false: only the one heterogeneity move per quantum moves jobs between types")
     type_choice: str = setting(
         "user", "job: a job goes (and moves) to the type where its own expected rate is"
         " highest (the paper's rule); user: where its user's total rate gains most (keeps a"
@@ -242,6 +249,8 @@ class GandivaFairPolicy(PolicyBase):
                 traded = len(made)
                 if made:   # tickets follow the entitlements at once
                     pools = self._pools(jobs, pool_servers, caps, users, ent)
+                    if self.options.trade_migrations:
+                        moved += self._follow_trades(jobs, pools, made, ent, now)
             self._step(state, jobs, pools, now)
         else:
             self._continue(state, jobs, pools, now)
@@ -511,7 +520,10 @@ class GandivaFairPolicy(PolicyBase):
     def _migrate(self, jobs, pools: dict[str, PoolView], rank, now: float) -> int:
         moved = 0
         if len(pools) > 1:
-            moved += self._migrate_type(jobs, pools, rank, now)
+            for _ in range(self.options.type_moves_per_quantum):
+                if not self._migrate_type(jobs, pools, rank, now):
+                    break
+                moved += 1
         for pool in pools.values():
             for _ in range(self.options.migrations_per_pool):
                 if not self._balance(jobs, pool, pools, now):
@@ -561,6 +573,55 @@ class GandivaFairPolicy(PolicyBase):
         _, job, name, servers = best
         self._move(job, pools, name, servers, now)
         return 1
+
+    def _follow_trades(self, jobs, pools: dict[str, PoolView], made: list[Trade],
+                       ent: Mapping[str, Mapping[str, float]], now: float) -> int:
+        """The paper's trade step: "then jobs for the seller and buyer are migrated to the
+        traded GPUs". The buyer's jobs move onto the fast type and the seller's onto the
+        slow one until each has jobs enough there for its new entitlement, taken from the
+        types where it has jobs beyond its entitlement. Without this only the one
+        heterogeneity move per quantum moves jobs between types, so a trader's jobs stay
+        where they were homed before the trade; the GPUs it bought, with no job of its own
+        on them, went as bonus share to whoever had jobs there (issue 36: the simulated
+        gains of the paper's experiment followed where jobs were homed, not the trades)."""
+        moved = 0
+        for trade in made:
+            for user, dst in ((trade.buyer, trade.fast), (trade.seller, trade.slow)):
+                moved += self._fill_entitlement(jobs, pools, user, dst, ent[user], now)
+        return moved
+
+    def _fill_entitlement(self, jobs, pools: dict[str, PoolView], user: str, dst: str,
+                          entitled: Mapping[str, float], now: float) -> int:
+        """Move ``user``'s jobs onto ``dst`` while its jobs there ask for fewer GPUs than it
+        is entitled to: each from the type where it has most GPUs of jobs beyond its
+        entitlement (and at least the job's own), the smallest job that is not running
+        first, then the oldest."""
+        target = pools[dst]
+        column = target.user_index[user]
+        moved = 0
+        while target.demands()[column] < entitled.get(dst, 0.0) - 1e-9:
+            best = None
+            for job_id, home in self.home.items():
+                job = jobs[job_id]
+                if job.tenant != user or home.pool == dst or job.rate(dst) <= 0 or \
+                        not self._movable(job_id, now):
+                    continue
+                src = pools[home.pool]
+                surplus = src.demands()[src.user_index[user]] - \
+                    entitled.get(home.pool, 0.0)
+                if surplus < job.gpus - 1e-9:
+                    continue
+                key = (-surplus, bool(job.gpus_held), job.gpus, home.seq)
+                if best is None or key < best[0]:
+                    best = (key, job)
+            if best is None:
+                break
+            found = self._prospect(best[1], target)
+            if found is None:
+                break
+            self._move(best[1], pools, dst, found[1], now)
+            moved += 1
+        return moved
 
     @staticmethod
     def _user_gain(job: Job, src: PoolView, dst: PoolView, totals: Mapping[str, float]
