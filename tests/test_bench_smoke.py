@@ -28,6 +28,7 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "bench_afs.py": (["--quick", "--skip-round"], "| demo 60 jobs |"),
     "bench_daemon_store.py": (["--finished", "200", "--active", "5"], "after pruning"),
     "bench_gandiva_fair.py": (["--quick", "--time-limit", "2"], "cold round wall s"),
+    "gandiva_fair_gap.py": (["--tiny"], "| 1-GPU jobs + moves unlimited |"),
     "bench_oef.py": (["--parts", "sim", "--trace", str(MSR_51B7EF), "--jobs", "5",
                       "--time-limit", "3"], "| oef non-coop | 5 |"),
     "bench_profiler.py": (["--quick", "--logs", "20"], "round s (median of"),
