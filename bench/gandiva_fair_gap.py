@@ -22,7 +22,14 @@ type weighted by the user's own per-GPU rate, as the gain is). Each variant chan
 * **1-GPU jobs**: users 2 and 3 run 1-GPU jobs at their gangs' per-GPU rates (the same
   speedups, hence the same bids and prices; no gangs);
 * **1-GPU jobs + moves unlimited**: both;
-* **no finishes**: every job 100x longer, nothing ends in the horizon (fixed demand).
+* **no finishes**: every job 100x longer, nothing ends in the horizon (fixed demand);
+* **quantum = round**: a 300-s quantum, the simulator's round, instead of 60 s (a quantum
+  then lasts until the next round; with 60 s each job's end starts a new one);
+* **types ranked v100 > p100 > k80** (``gpu_rank``): the paper's fixed (fast, slow) pairs; by
+  default the rank follows the active jobs' measured speeds, and the 4-GPU ResNet-50 runs
+  faster on a P100 than on a V100 (0.75x), so the rank flips as the mix changes;
+* **no load or type moves**: no balancing or heterogeneity move (a moved job joins at the
+  least pass of its new server); a trade's own migrations stay.
 
 "entitled (fixed point)" is ``paper_claims``'s row: ``trade_round`` to its fixed point on
 unbounded demand.
@@ -59,6 +66,10 @@ VARIANTS: dict[str, tuple[dict, bool, float]] = {
     "1-GPU jobs": ({}, True, 1.0),
     "1-GPU jobs + moves unlimited": ({"type_moves_per_quantum": 10_000}, True, 1.0),
     "no finishes": ({}, False, 100.0),
+    "quantum = round": ({"quantum_s": ROUND_S}, False, 1.0),
+    "types ranked v100 > p100 > k80": ({"gpu_rank": ["v100", "p100", "k80"]}, False, 1.0),
+    "no load or type moves": ({"type_moves_per_quantum": 0, "migrations_per_pool": 0},
+                              False, 1.0),
 }
 
 
