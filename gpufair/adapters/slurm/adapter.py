@@ -716,11 +716,12 @@ class SlurmAdapter:
         if checks:
             try:
                 index = JobIndex(self.transport.read_jobs())
+                read_at = self.clock()
             except TransportError as exc:
                 out.update({n: CommandResult(False, str(exc), unavailable=True)
                             for n in checks})
-            else:
-                out.update({n: self._verify(s, index.find(s.job_id, own=True))
+            else:   # one read for all: one wait past a revocation at most (read_at)
+                out.update({n: self._verify(s, index.find(s.job_id, own=True), read_at)
                             for n, s in checks.items()})
         grouped: dict[str, dict[int, Step]] = {}
         lost: CommandResult | None = None
@@ -763,8 +764,35 @@ class SlurmAdapter:
         """One job as Slurm shows it now (22.05's ``squeue --json`` ignores ``-j``)."""
         return find_record(self.transport.read_jobs(), job_id, own=own)
 
-    def _verify(self, step: Step, fresh: Mapping[str, Any] | None) -> CommandResult:
-        """That the step before took effect, before the next one builds on it."""
+    def _past_revocation(self, fresh: Mapping[str, Any], read_at: float) -> None:
+        """Before releasing a job requeued moments ago, wait into the second after the read
+        that shows it PENDING.
+
+        Why: a requeue — gpufair's own (a resize or move), its owner's ``scontrol requeue``,
+        an admin's, Slurm's after a node failure — revokes the incarnation's launch
+        credential on its nodes, with a time in whole seconds, before the job turns PENDING;
+        slurmd refuses a credential made in that same second ("Job credential revoked") and
+        the job ends FAILED. A restart right away on one of its nodes hit that about one
+        time in three on loopback Slurm, and in a 10-minute soak an owner's requeue restarted
+        0.05 s later did. Slurm itself keeps such a job back for ``cred_expire`` + 1 s (its
+        BeginTime); gpufair starts it sooner, so it waits this much. Slurm 22.05 resets a
+        requeued job's ``submit_time`` to the requeue: only a job requeued within the settle
+        window waits (a longer COMPLETING is gpufair's ``settle_timeout_s``)."""
+        restarts = fresh.get("restart_cnt")
+        requeued_at = fresh.get("submit_time")
+        if not isinstance(restarts, int) or restarts <= 0 or isinstance(requeued_at, bool) \
+                or not isinstance(requeued_at, (int, float)):
+            return
+        if read_at - float(requeued_at) > self.settings.settle_timeout_s + 1.0:
+            return
+        wait = math.floor(read_at) + 1.0 + REVOKE_MARGIN_S - self.clock()
+        if wait > 0:
+            self.sleep(wait)
+
+    def _verify(self, step: Step, fresh: Mapping[str, Any] | None,
+                read_at: float | None = None) -> CommandResult:
+        """That the step before took effect, before the next one builds on it. ``read_at``:
+        when ``fresh`` was read (this adapter's clock)."""
         if fresh is None:
             return CommandResult(False, "the job disappeared" if "_" not in step.job_id else
                                  "the array task has no record of its own (gone, or not "
@@ -782,6 +810,7 @@ class SlurmAdapter:
             wanted = set(expand_hostlist(step.as_fields()["NodeList"]))
             pinned = set(expand_hostlist(str(fresh.get("required_nodes") or "")))
             if state == "PENDING" and pinned == wanted:
+                self._past_revocation(fresh, self.clock() if read_at is None else read_at)
                 return CommandResult(True, "pinned")
             return CommandResult(False, f"the job is {state} on {sorted(pinned)}, not pinned "
                                  f"to {sorted(wanted)}")
@@ -800,13 +829,8 @@ class SlurmAdapter:
         raise ValueError(f"unknown check {step.verb}")
 
     def _await_pending(self, job_id: str) -> CommandResult:
-        """After a requeue the job is COMPLETING; updates then would be overwritten.
-
-        Once it is PENDING, wait into the next wall-clock second: the requeue revoked the
-        incarnation's launch credential on its nodes with a time in whole seconds, and
-        slurmd refuses a credential made in that same second ("Job credential revoked":
-        the job ends FAILED). A restart right away on one of its nodes — a resize that
-        keeps some of its GPUs — hit that about one time in three on loopback Slurm."""
+        """After a requeue the job is COMPLETING; updates then would be overwritten. (The
+        wait past the revoked credential comes before the release: :meth:`_past_revocation`.)"""
         deadline = self.clock() + self.settings.settle_timeout_s
         while self.clock() < deadline:
             try:
@@ -816,9 +840,6 @@ class SlurmAdapter:
             record = find_record(jobs, job_id, own=True)
             state = None if record is None else str(record.get("job_state"))
             if state == "PENDING":
-                now = self.clock()
-                wait = math.floor(now) + 1.0 + REVOKE_MARGIN_S - now
-                self.sleep(wait)
                 return CommandResult(True, "pending")
             self.sleep(0.25)
         return CommandResult(False, f"still not pending after "
