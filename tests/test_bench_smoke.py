@@ -45,6 +45,7 @@ SMOKE: dict[str, tuple[list[str], str]] = {
                                    "| one_node_b | the defaults"),
     "explain_cost.py": (["--jobs", "30", "--cluster", "v100:8", "--policies", "fifo"],
                         "| fifo | 30 |"),
+    "hook_latency.py": (["--runs", "4"], "| stopped (no wake socket) | 4 |"),
     "host_room.py": (["--jobs", "30", "--spec", "v100:16,k80:16", "--repeat", "1"], "| fifo |"),
     # the relaxations come from a Shockwave run bounded in wall seconds: enough for one
     # above Gurobi's size limit even on a loaded machine (3 s was not, at load 14)
