@@ -149,6 +149,17 @@ CHANGE_MARGIN_S = 5.0
 OWNER_HOLD_NOTE = "gpufair:ownerhold="
 
 
+def _batch_kind(action: Action) -> str | None:
+    """Which run of actions ``action`` may be sent with (:meth:`SlurmAdapter.apply_many`):
+    starts with starts, requeueing preemptions with preemptions; None alone (a suspend, a
+    move, a resize, a priority: their steps differ job to job)."""
+    if isinstance(action, Start):
+        return "start"
+    if isinstance(action, Preempt) and action.mode is not PreemptMode.SUSPEND:
+        return "preempt"
+    return None
+
+
 @dataclass
 class SlurmAdapter:
     transport: Transport = field(default_factory=CliTransport)
@@ -623,17 +634,19 @@ class SlurmAdapter:
         return ActionResult(action, True, ", ".join(done))
 
     def apply_many(self, actions: Sequence[Action]) -> list[ActionResult]:
-        """Carry ``actions`` out in order, each run of consecutive Starts together; one
-        outcome per action, as :meth:`apply_one` gives it.
+        """Carry ``actions`` out in order, each run of consecutive Starts, and each run of
+        consecutive requeueing Preempts, together; one outcome per action, as
+        :meth:`apply_one` gives it.
 
         Why: a first round on a large site starts thousands of jobs, and one start alone
         costs a read before it, a pin, a release and two reads to check them (~8 RPCs and 5
         processes; each read is the whole queue). Together, a run of starts shares one read
         before, one read per check and one ``scontrol release`` of all their ids; each keeps
         its own pin (22.05 takes no placement ``update`` for several jobs) and its own
-        outcome: a job that failed a step stops there, the others go on. Other actions go
-        one at a time, in their place. Once Slurm stops answering nothing more is sent:
-        the rest come back ``retry`` (the daemon drops the rest of the round)."""
+        outcome: a job that failed a step stops there, the others go on. A run of
+        preemptions likewise shares its reads and one ``scontrol requeuehold 1,2,3``. Other
+        actions go one at a time, in their place. Once Slurm stops answering nothing more is
+        sent: the rest come back ``retry`` (the daemon drops the rest of the round)."""
         results: list[ActionResult] = []
         first = 0
         while first < len(actions):
@@ -642,23 +655,23 @@ class SlurmAdapter:
                 results += [ActionResult(a, False, f"not sent: {lost.detail}", retry=True)
                             for a in actions[first:]]
                 break
-            end = first
-            while end < len(actions) and isinstance(actions[end], Start):
+            kind = _batch_kind(actions[first])
+            end = first + 1
+            while kind is not None and end < len(actions) and _batch_kind(actions[end]) == kind:
                 end += 1
-            if end > first:
-                results += self._start_many(list(actions[first:end]))
-                first = end
+            if kind is not None:
+                results += self._together(list(actions[first:end]))
             else:
                 results.append(self.apply_one(actions[first]))
-                first += 1
+            first = end
         return results
 
-    def _start_many(self, starts: list[Action]) -> list[ActionResult]:
-        """Starts together, step by step: step k of every start still going, then step
-        k + 1 (see :meth:`apply_many`)."""
+    def _together(self, batch: list[Action]) -> list[ActionResult]:
+        """Actions of one kind together, step by step: step k of every action still going,
+        then step k + 1 (see :meth:`apply_many`)."""
         results: dict[int, ActionResult] = {}
         steps: dict[int, list[Step]] = {}
-        for n, action in enumerate(starts):
+        for n, action in enumerate(batch):
             info = self._info(action.job_id)
             if info is None or self._job(action.job_id) is None:
                 results[n] = ActionResult(action, False,
@@ -673,15 +686,15 @@ class SlurmAdapter:
                 fresh = JobIndex(self.transport.read_jobs())
             except TransportError as exc:
                 for n in steps:
-                    results[n] = ActionResult(starts[n], False,
+                    results[n] = ActionResult(batch[n], False,
                                               f"cannot check the job first: {exc}", retry=True)
                 steps = {}
             for n in list(steps):
-                job = self._job(starts[n].job_id)
+                job = self._job(batch[n].job_id)
                 assert job is not None
-                problem = precondition(starts[n], job, fresh.find(starts[n].job_id))
+                problem = precondition(batch[n], job, fresh.find(batch[n].job_id))
                 if problem is not None:
-                    results[n] = ActionResult(starts[n], False, f"not applied: {problem}",
+                    results[n] = ActionResult(batch[n], False, f"not applied: {problem}",
                                               stale=True)
                     del steps[n]
         done: dict[int, list[str]] = {n: [] for n in steps}
@@ -693,7 +706,7 @@ class SlurmAdapter:
                     done[n].append(current[n].verb)
                     continue
                 after = f" (after {', '.join(done[n])})" if done[n] else ""
-                results[n] = ActionResult(starts[n], False, f"{current[n].verb} failed: "
+                results[n] = ActionResult(batch[n], False, f"{current[n].verb} failed: "
                                           f"{outcome.detail}{after}",
                                           retry=outcome.unavailable)
                 del steps[n]
@@ -701,12 +714,12 @@ class SlurmAdapter:
             lost = next((o for o in outcomes.values() if o.unavailable), None)
             if lost is not None:   # nothing more is sent: the rest wait for a later round
                 for n in [n for n, todo in steps.items() if phase < len(todo)]:
-                    results[n] = ActionResult(starts[n], False, f"not sent: {lost.detail} "
+                    results[n] = ActionResult(batch[n], False, f"not sent: {lost.detail} "
                                               f"(after {', '.join(done[n])})", retry=True)
                     del steps[n]
         for n in steps:
-            results[n] = ActionResult(starts[n], True, ", ".join(done[n]))
-        return [results[n] for n in range(len(starts))]
+            results[n] = ActionResult(batch[n], True, ", ".join(done[n]))
+        return [results[n] for n in range(len(batch))]
 
     def _steps_together(self, steps: Mapping[int, Step]) -> dict[int, CommandResult]:
         """One step of each of several actions: the checks against one read of the queue,

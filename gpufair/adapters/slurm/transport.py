@@ -143,7 +143,7 @@ def _nodes_stamp(doc: Mapping[str, Any]) -> int:
 #: 1,2,3``), reporting each id that failed on a line of its own ("Job has already finished
 #: for job 4"; checked on the loopback cluster). An ``update`` of a job's placement is not
 #: among them: 22.05 refuses ``JobId=2,3 NodeList=...`` outright ("Invalid job ID 2,3").
-MANY_VERBS = frozenset({"release", "hold", "uhold"})
+MANY_VERBS = frozenset({"release", "hold", "uhold", "requeue", "requeuehold"})
 _PER_ID_ERROR = re.compile(r"^(?P<why>.+) for job (?P<id>\d+(?:_\d+)?)$")
 
 
