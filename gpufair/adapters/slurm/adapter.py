@@ -939,6 +939,14 @@ def find_record(jobs: Mapping[str, Any], job_id: str, *, own: bool = False
     return JobIndex(jobs).find(job_id, own=own)
 
 
+def _id_key(value: Any) -> str:
+    """An id as text for lookup; "" for a number too long to print (Python refuses ``str``
+    of an int over 4,300 digits: ValueError), which is no job gpufair acts on anyway."""
+    if isinstance(value, int) and not -10 ** 18 < value < 10 ** 18:
+        return ""
+    return str(value)
+
+
 class JobIndex:
     """A jobs document indexed by job id and by array task, read once: the records of a
     whole batch of actions are then found in one pass over the queue, not one each."""
@@ -949,10 +957,10 @@ class JobIndex:
         for raw in jobs.get("jobs", ()):
             if not isinstance(raw, Mapping):
                 continue
-            self.by_id[str(raw.get("job_id"))] = raw
+            self.by_id[_id_key(raw.get("job_id"))] = raw
             if raw.get("array_task_id") is not None:
-                self.by_task.setdefault((str(raw.get("array_job_id")),
-                                         str(raw.get("array_task_id"))), raw)
+                self.by_task.setdefault((_id_key(raw.get("array_job_id")),
+                                         _id_key(raw.get("array_task_id"))), raw)
 
     def find(self, job_id: str, *, own: bool = False) -> Mapping[str, Any] | None:
         """The record of ``job_id``. An array task ``A_T`` is the record of that task once
