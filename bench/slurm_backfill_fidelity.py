@@ -29,6 +29,7 @@ from tests.slurm_fidelity import (
     ROUND_S,
     allocations,
     backfill_plans,
+    measured_timing,
     miss_causes,
     on_pass_grid,
     open_loop,
@@ -36,10 +37,11 @@ from tests.slurm_fidelity import (
     slurm_timing,
     start_latency,
     state_replay,
+    to_the_millisecond,
     truncation_spread,
 )
 
-HISTORIES = ("one_node_a", "one_node_b", "fifo_backfill", "mixed_types")
+HISTORIES = ("one_node_a", "one_node_b", "fifo_backfill", "mixed_types", "one_node_c")
 #: every option spelled out, so that a change of default does not change a row
 PLAIN = {"reservations": 0, "whole_nodes": False, "resolution_s": 0.0, "end_window_s": 0.0}
 SETS = {
@@ -108,6 +110,21 @@ def main(histories: list[str], sets: list[str], seeds: int) -> None:
         print(f"| {history} | {' | '.join(f'{before[c]} → {after[c]}' for c in CAUSES)} | "
               f"{spread(truncation_spread(jobs, options, None, seeds))} | "
               f"{spread(truncation_spread(jobs, options, timing, seeds))} |")
+    timed = [h for h in histories if (DATA / h / "slurmctld.log").exists()]
+    if not timed:
+        return
+    print(f"\nTo the millisecond (slurmctld's log in place of sacct's seconds; {label}): "
+          "the timing model measured there, the open loop within 2 s of Slurm's start")
+    print("\n| history | passes at, epilog (measured) | open loop, no model | with the model "
+          "as read from sacct | with the model as measured |")
+    print("|---|---|---|---|---|")
+    for history in timed:
+        exact = to_the_millisecond(allocs[history], DATA / history / "slurmctld.log")
+        measured = measured_timing(exact)
+        runs = [len(exact) - len(open_loop(exact, options, timing=t, exact=True))
+                for t in (None, timings[history], measured)]
+        print(f"| {history} | {measured.phase_s:.2f} s mod {ROUND_S:g}, "
+              f"{measured.epilog_s:.2f} s | {' | '.join(share(n, len(exact)) for n in runs)} |")
 
 
 if __name__ == "__main__":

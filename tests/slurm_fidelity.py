@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import random
 import re
+import statistics
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -190,6 +191,47 @@ def backfill_plans(log: Path) -> dict[float, dict[str, float]]:
     return cycles
 
 
+#: slurmctld's own log lines (``SlurmctldDebug=info``) that time a job to the millisecond:
+#: its submission, its start by either scheduler, its end
+LOGGED = re.compile(r"\[([0-9T:.-]+)\] (?:_slurm_rpc_submit_batch_job: JobId=(\d+) "
+                    r"|sched: Allocate JobId=(\d+) |sched/backfill: _start_job: Started "
+                    r"JobId=(\d+) |_job_complete: JobId=(\d+) done)")
+
+
+#: how long after it sets a job's start time slurmctld may log it: a pass takes its clock
+#: once, at its beginning (one_node_c: sacct's Start 15:33:40, "Allocate" at 41.002)
+LOG_LAG_S = 0.1
+
+
+def logged_times(log: Path) -> dict[str, dict[str, float]]:
+    """Job id → ``submit``, ``start`` and ``end`` as slurmctld logged them (milliseconds;
+    sacct truncates the same times to whole seconds). The last of each kind counts."""
+    times: dict[str, dict[str, float]] = {}
+    for line in log.read_text(encoding="latin-1").splitlines():
+        found = LOGGED.match(line)
+        if found:
+            kind = next(k for k, g in zip(("submit", "start", "start", "end"), found.groups()[1:],
+                                          strict=True) if g)
+            job_id = next(g for g in found.groups()[1:] if g)
+            times.setdefault(job_id, {})[kind] = epoch(found[1])
+    return times
+
+
+def to_the_millisecond(allocs: list[Allocation], log: Path) -> list[Allocation]:
+    """The allocations with slurmctld's logged times in place of sacct's whole seconds (each
+    must fall within sacct's second, give or take :data:`LOG_LAG_S`: the same run, or an
+    error)."""
+    times = logged_times(log)
+    out = []
+    for a in allocs:
+        t = times[a.id]
+        for kind, whole in (("submit", a.eligible), ("start", a.start), ("end", a.end)):
+            if not whole <= t[kind] < whole + 1 + LOG_LAG_S:
+                raise ValueError(f"{log}: job {a.id} {kind} {t[kind]} is not sacct's {whole}")
+        out.append(replace(a, eligible=t["submit"], start=t["start"], end=t["end"]))
+    return out
+
+
 def plan_agreement(allocs: list[Allocation], cycles: Mapping[float, Mapping[str, float]],
                    policy: Policy, tolerance_s: float = 1.0) -> tuple[int, int]:
     """(Slurm's planned starts the policy reserves within ``tolerance_s``, all of them): the
@@ -249,15 +291,31 @@ def on_pass_grid(allocs: list[Allocation], timing: SlurmTiming) -> tuple[int, in
     return on, len(passes)
 
 
+def measured_timing(allocs: list[Allocation]) -> SlurmTiming:
+    """The timing model read from a history to the millisecond (:func:`to_the_millisecond`):
+    the passes' phase is the median of the backfill starts' times within the interval, the
+    epilog the median time from the end that freed a main-scheduler start's node to it."""
+    phases = [a.start % ROUND_S for a in allocs if a.scheduler == "Backfill"]
+    latencies = []
+    for a in allocs:
+        freed = [b.end for b in allocs if b is not a and set(b.node_list) & set(a.node_list)
+                 and a.eligible < b.end <= a.start]
+        if a.scheduler == "Main" and freed:
+            latencies.append(a.start - max(freed))
+    return SlurmTiming(phase_s=statistics.median(phases),
+                       epilog_s=statistics.median(latencies))
+
+
 def open_loop(allocs: list[Allocation], options: Mapping[str, Any], round_s: float = ROUND_S,
-              timing: SlurmTiming | None = None, run_s: list[float] | None = None
-              ) -> list[tuple[str, float]]:
+              timing: SlurmTiming | None = None, run_s: list[float] | None = None,
+              exact: bool = False) -> list[tuple[str, float]]:
     """The jobs the simulator, running ``slurm_backfill``, starts more than one round away
     from Slurm's start, with the difference (s): the simulated start as sacct would print it
     (whole seconds, truncated) against sacct's. ``timing``: Slurm's passes and epilog as
     modelled (:class:`SlurmTiming`); None: every decision may backfill, GPUs free at End.
     ``run_s``: each job's run time instead of End - Start (to measure what sacct's whole
-    seconds leave unknown, :func:`truncation_spread`)."""
+    seconds leave unknown, :func:`truncation_spread`). ``exact``: the history's times are
+    slurmctld's milliseconds (:func:`to_the_millisecond`), compared as they are."""
     # the clock's zero on a whole minute, as Slurm's backfill map is aligned (bf_resolution)
     t0 = math.floor(allocs[0].eligible / 60.0) * 60.0
     runs = run_s if run_s is not None else [a.end - a.start for a in allocs]
@@ -278,7 +336,8 @@ def open_loop(allocs: list[Allocation], options: Mapping[str, Any], round_s: flo
     policy = create_policy("slurm_backfill", PolicyConfig(round_s=round_s, options=options))
     run_to_end(sim, Round(policy))
     start = {job.trace.index: job.start_s for job in sim.jobs}
-    printed = {i: None if t is None else math.floor(t0 + t + 1e-6) for i, t in start.items()}
+    printed = {i: None if t is None else t0 + t if exact else math.floor(t0 + t + 1e-6)
+               for i, t in start.items()}
     return [(a.id, math.inf if printed[i] is None else printed[i] - a.start)
             for i, a in enumerate(allocs)
             if printed[i] is None or abs(printed[i] - a.start) > round_s]
