@@ -143,7 +143,7 @@ def test_round_phase_puts_boundaries_on_the_clock_not_after_the_first_arrival():
 
 @pytest.mark.parametrize("phase", [float("nan"), float("inf")])
 def test_a_round_phase_must_be_finite(phase):
-    with pytest.raises(InputError, match="round phase"):
+    with pytest.raises(InputError, match="round-phase"):
         TraceSimulator(parse_trace(line(10, 0)), RATES, parse_cluster_spec("v100:2"), CLEAN,
                        10.0, round_phase_s=phase)
 

@@ -103,10 +103,10 @@ class TraceSimulator:
             raise InputError("--resize-overhead", f"must be a number of seconds from 0 to "
                              f"{MAX_ROUND_S:g}", field="resize_overhead", value=resize_overhead_s)
         if round_phase_s is not None and not math.isfinite(round_phase_s):
-            raise InputError("round phase", "must be a finite number of seconds",
+            raise InputError("--round-phase", "must be a finite number of seconds",
                              field="round_phase", value=round_phase_s)
         if round_phase_s is not None and semantics.round_ends_at_last_finish:
-            raise InputError("round phase", "needs --semantics clean (artifact rounds end "
+            raise InputError("--round-phase", "needs --semantics clean (artifact rounds end "
                              "at their last finish)", field="semantics", value=semantics.name)
         if resize_overhead_s is not None and not elastic:
             raise InputError("--resize-overhead", "only rigid jobs: give --elastic too",
