@@ -259,3 +259,36 @@ def test_each_job_is_told_why_in_backfill_terms():
     assert reasons["short"] == ("slurm_backfill.backfilled", {"position": 3, "of": 3})
     quiet = state(0.0, job("a", 2, arrival=1.0))
     assert policy().schedule(quiet, 0.0).reasons()["a"].code == "slurm_backfill.started"
+
+
+def test_between_backfill_passes_only_the_main_scheduler_starts_jobs_in_order():
+    # 3 of 4 GPUs busy until t=100; the head wants 2 (must wait), a 1-GPU job behind it fits
+    # now and ends before the head's reservation: backfill starts it, Slurm's main scheduler
+    # (an event between passes) stops at the head and starts nothing
+    snap = state(10.0, job("r", 3, held=("n1:0", "n1:1", "n1:2"), start=0.0, limit=100.0),
+                 job("head", 2, arrival=1.0), job("small", 1, arrival=2.0, limit=50.0))
+    model = policy(backfill_at_boundaries=True)
+    model.next_decision(False)
+    assert started(model, snap) == {}
+    model.next_decision(True)   # a round boundary: the backfill pass
+    assert started(model, snap) == {"small": ("n1:3",)}
+    plain = policy()            # off (the default): every decision backfills
+    plain.next_decision(False)
+    assert started(plain, snap) == {"small": ("n1:3",)}
+
+
+def test_the_main_scheduler_starts_the_jobs_ahead_of_the_first_that_cannot_start():
+    # an exact fit for the first two in order; the third cannot start and blocks the fourth,
+    # which would fit on what is left; the queue state changes between events (the first two
+    # now run) and the next main pass still stops at the third
+    snap = state(5.0, job("a", 2, arrival=1.0), job("b", 1, arrival=2.0),
+                 job("c", 2, arrival=3.0), job("d", 1, arrival=4.0, limit=10.0))
+    model = policy(backfill_at_boundaries=True)
+    model.next_decision(False)
+    assert started(model, snap) == {"a": ("n1:0", "n1:1"), "b": ("n1:2",)}
+    later = state(6.0, job("a", 2, held=("n1:0", "n1:1"), start=5.0),
+                  job("b", 1, held=("n1:2",), start=5.0), job("c", 2, arrival=3.0),
+                  job("d", 1, arrival=4.0, limit=10.0))
+    assert started(model, later) == {}
+    model.next_decision(True)
+    assert started(model, later) == {"d": ("n1:3",)}

@@ -69,6 +69,11 @@ class SlurmBackfillOptions:
         "first end, plus as much again; each later one twice as long), and the start is the "
         "last end of the first batch after which the job fits (30 s in Slurm 22.05); 0: the "
         "first end after which it fits", ge=0.0)
+    backfill_at_boundaries: bool = setting(
+        False, "backfill only at round boundaries, as Slurm's backfill thread runs every "
+        "bf_interval (give the round that length); between them Slurm's main scheduler, run "
+        "on each job's end and submission, starts jobs in priority order until the first "
+        "that cannot start, reserving nothing; false: every decision backfills")
 
 
 @dataclass(frozen=True)
@@ -205,6 +210,14 @@ class SlurmBackfillPolicy(PolicyBase):
     #: a function of the snapshot alone; but a running job past its limit moves the shadow
     #: time with the clock, so it wants to see every event
     observes_every_event: ClassVar[bool] = True
+    #: the decision in progress is a backfill pass (a round boundary, or no simulator told)
+    _backfill_pass: bool = True
+
+    def next_decision(self, preemptive: bool) -> None:
+        """Told by the round loop (:class:`~gpufair.policy.replan.BoundaryAware`): a round
+        boundary is Slurm's backfill pass, an event between boundaries its main scheduler
+        (which only matters with ``backfill_at_boundaries``)."""
+        self._backfill_pass = preemptive
 
     def time_limit(self, job: Job) -> float:
         return job.time_limit_s or self.options.default_time_limit_s
@@ -226,20 +239,25 @@ class SlurmBackfillPolicy(PolicyBase):
         queue = sorted((j for j in active if j.id not in running),
                        key=lambda j: j.arrival_s)   # stable: ties keep submission order
         most = self.options.reservations or len(queue)
+        # Slurm's main scheduler: priority order, and the first job that cannot start
+        # blocks the partition (22.05 schedule()); reservations are the backfill thread's
+        in_order_only = self.options.backfill_at_boundaries and not self._backfill_pass
         started: list[Assignment] = []
         reserved: list[Reservation] = []
         groups_of: dict[tuple, tuple[tuple[str, ...], ...]] = {}
         for job in queue:
             now_only = len(reserved) >= most
-            if now_only and job.gpus > timeline.free_count:
-                if timeline.free_count == 0:
+            if (now_only or in_order_only) and job.gpus > timeline.free_count:
+                if timeline.free_count == 0 or in_order_only:
                     break   # nothing free and no reservation left to give: all wait
                 continue
             groups = self.nodes_for(job, state, groups_of)
             if not groups:
                 continue   # no GPU of a type it may use: never runs, reserves nothing
             length = self.time_limit(job)
-            found = timeline.earliest(job, groups, length, now_only=now_only)
+            found = timeline.earliest(job, groups, length, now_only=now_only or in_order_only)
+            if in_order_only and found is None:
+                break      # the main scheduler stops at the first job that cannot start
             if found is None:
                 continue   # never fits (more GPUs than it may use), or not now
             at, gpus = found
