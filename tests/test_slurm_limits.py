@@ -102,13 +102,15 @@ def test_a_partition_association_wins_over_the_plain_one():
     assert parse_assoc_mgr(text).budgets("research", "root", 0, "urgent", "") != []
 
 
-@pytest.mark.parametrize("old, new, line", [
-    ("GrpJobs=3(0)", "GrpJobs=3(x)", 93), ("GrpJobs=3(0)", "GrpJobs=lots", 93),
-    ("gres/gpu=4(0)", "gres/gpu=four(0)", 123)])
-def test_text_22_05_does_not_print_names_the_line(old, new, line):
+@pytest.mark.parametrize("old, new, line, field", [
+    ("GrpJobs=3(0)", "GrpJobs=3(x)", 93, "GrpJobs"), ("GrpJobs=3(0)", "GrpJobs=lots", 93,
+                                                       "GrpJobs"),
+    ("gres/gpu=4(0)", "gres/gpu=four(0)", 123, "GrpTRES")])
+def test_text_22_05_does_not_print_names_the_line(old, new, line, field):
     assert TEXT.splitlines()[line - 1].count(old) == 1
-    with pytest.raises(BadLimits, match=f"assoc_mgr line {line}:"):
+    with pytest.raises(BadLimits, match=f"assoc_mgr line {line}: {field}: ") as caught:
         parse_assoc_mgr(TEXT.replace(old, new))
+    assert caught.value.line == line
 
 
 def test_a_cluster_without_accounting_has_no_limits():
@@ -146,7 +148,7 @@ def test_the_read_fails_open_with_a_warning(caplog):
         assert read_limits(_Cli(TEXT.replace("GrpJobs=3(0)", "GrpJobs=lots"))) is None
     assert [r.getMessage()[:68] for r in caplog.records] == [
         "Slurm's association/QOS limits not read (scontrol: no answer in 10 s",
-        "Slurm's association/QOS limits not read (assoc_mgr line 93: not LIMI"]
+        "Slurm's association/QOS limits not read (assoc_mgr line 93: GrpJobs:"]
 
 
 def _info(job_id: str, raw_state: str) -> SlurmJobInfo:
@@ -335,3 +337,50 @@ def test_an_unreadable_new_limit_names_its_line_and_field(old, new, field):
     line = next(n for n, t in enumerate(TRES_TEXT.splitlines(), 1) if old in t)
     with pytest.raises(BadLimits, match=f"assoc_mgr line {line}: .*{field}"):
         parse_assoc_mgr(TRES_TEXT.replace(old, new))
+
+
+def _held_for_gpufair(tmp_path: Path) -> list[str]:
+    """The recorded squeue with its pending jobs as job_submit.lua leaves them in hard mode
+    (marked, held), and a hard-mode config: the dry run's argv without the limits."""
+    docs = json.loads(DATA.joinpath("squeue_limits_22.05.json").read_text())
+    for raw in docs["jobs"]:
+        if raw["job_state"] == "PENDING":
+            raw.update(admin_comment="gpufair:managed", priority=0, state_reason="JobHeldUser")
+    (tmp_path / "squeue.json").write_text(json.dumps(docs))
+    (tmp_path / "g.toml").write_text('[daemon]\nmode = "hard"\n\n[slurm]\n'
+                                     'managed_partitions = ["gpu"]\n')
+    return ["dry-run", "--squeue", str(tmp_path / "squeue.json"), "--sinfo",
+            str(DATA / "sinfo_limits_22.05.json"), "--config", str(tmp_path / "g.toml"),
+            "--policy", "fifo", "--json"]
+
+
+def test_the_dry_run_of_saved_files_reads_the_saved_limits(tmp_path, capsys):
+    """``--assoc-mgr``: the jobs a limit forbids wait, each with the limit (here all the
+    pending ones, as Slurm said); without it the dry run plans them, as before."""
+    from gpufair.cli.main import main
+    argv = _held_for_gpufair(tmp_path)
+    assert main(argv) == 0
+    before = {r["job_id"]: r for r in json.loads(capsys.readouterr().out)["jobs"]}
+    assert {j for j in SLURM_REFUSED if before[j]["decision"] != "waits"} != set()
+    assert main([*argv, "--assoc-mgr", str(DATA / "assoc_mgr_tres_22.05.txt")]) == 0
+    out = capsys.readouterr()
+    rows = {r["job_id"]: r for r in json.loads(out.out)["jobs"]}
+    assert {j: rows[j]["decision"] for j in SLURM_REFUSED} == dict.fromkeys(SLURM_REFUSED,
+                                                                            "waits")
+    assert rows["5"]["why"] == ("a Slurm limit forbids its start now: association (user root "
+                                "in account vision) MaxTRESPerJob gres/gpu: the job asks 4, "
+                                "the limit is 2")
+    assert "not read" not in out.err       # no warning for the reservations not saved
+
+
+def test_a_saved_limits_file_slurm_does_not_print_is_an_error_naming_its_line(
+        tmp_path, capsys):
+    from gpufair.cli.main import main
+    bad = tmp_path / "assoc.txt"
+    bad.write_text(TRES_TEXT.replace("MaxWallPJ=90", "MaxWallPJ=ninety"))
+    line = next(n for n, t in enumerate(TRES_TEXT.splitlines(), 1) if "MaxWallPJ=90" in t)
+    assert main([*_held_for_gpufair(tmp_path), "--assoc-mgr", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:{line}: MaxWallPJ: not minutes: 'ninety'" in err and "Traceback" not in err
+    assert main(["dry-run", "snap.json", "--assoc-mgr", str(bad)]) == 2
+    assert "--assoc-mgr goes with --squeue" in capsys.readouterr().err

@@ -69,7 +69,12 @@ _SACCTMGR = {"MaxTRESPJ": "MaxTRESPerJob", "MaxTRESPN": "MaxTRESPerNode",
 
 
 class BadLimits(ValueError):
-    """The assoc_mgr text is not what 22.05 prints (names the line)."""
+    """The assoc_mgr text is not what 22.05 prints (names the line and the field)."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        super().__init__(f"assoc_mgr line {line}: {problem}")
+        self.line = line
+        self.problem = problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,13 +223,13 @@ class Limits:
         return [b for b in found if b.limits]
 
 
-def _value(text: str, line: int) -> tuple[int | None, int]:
+def _value(key: str, text: str, line: int) -> tuple[int | None, int]:
     """``N(3)`` → (None, 3); ``5(2)`` → (5, 2); ``''`` → (None, 0)."""
     if text == "":
         return None, 0
     match = _LIMIT.match(text)
     if match is None:
-        raise BadLimits(f"assoc_mgr line {line}: not LIMIT(USE): {text[:60]!r}")
+        raise BadLimits(line, f"{key}: not LIMIT(USE): {text[:60]!r}")
     return (None if match.group(1) == "N" else int(match.group(1))), int(match.group(2))
 
 
@@ -234,8 +239,7 @@ def _tres_caps(name: str, kind: str, text: str, line: int) -> list[Cap]:
     for item in text.split(",") if text else ():
         match = _TRES.match(item)
         if match is None:
-            raise BadLimits(f"assoc_mgr line {line}: {name}: not TRES=LIMIT(USE): "
-                            f"{item[:60]!r}")
+            raise BadLimits(line, f"{name}: not TRES=LIMIT(USE): {item[:60]!r}")
         if match.group(2) != "N":
             caps.append(Cap(name, kind, match.group(1), int(match.group(2)),
                             int(match.group(3) or 0)))
@@ -282,7 +286,7 @@ def parse_assoc_mgr(text: str) -> Limits:
             found += _tres_caps(key, how, value, line)
         for key, how in counts:
             value, line = record.get(key, ("", 0))
-            limit, used = _value(value, line)
+            limit, used = _value(key, value, line)
             if limit is not None:
                 found.append(Cap(key, how, "", limit, used))
         return found
@@ -292,7 +296,7 @@ def parse_assoc_mgr(text: str) -> Limits:
         if not value:
             return []
         if not value.isdigit() or len(value) > 12:
-            raise BadLimits(f"assoc_mgr line {line}: MaxWallPJ is not minutes: {value[:40]!r}")
+            raise BadLimits(line, f"MaxWallPJ: not minutes: {value[:40]!r}")
         return [Cap("MaxWallPJ", "wall", "", int(value))]
 
     def close() -> None:
