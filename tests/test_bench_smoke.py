@@ -41,6 +41,8 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "report_size.py": (["--jobs", "200", "--runs", "2", "--tenants", "4", "--days", "1"],
                        " MB |"),
     "site_scale.py": (["--jobs", "200", "--nodes", "16", "--policies", "fifo"], "| fifo |"),
+    "slurm_limits.py": (["--accounts", "20", "--jobs", "50", "--repeat", "1"],
+                        "| admit | 50 jobs |"),
     "slurm_backfill_fidelity.py": (["--histories", "one_node_b", "--sets", "default"],
                                    "| one_node_b | the defaults"),
     "explain_cost.py": (["--jobs", "30", "--cluster", "v100:8", "--policies", "fifo"],

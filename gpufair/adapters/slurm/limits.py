@@ -42,6 +42,7 @@ for a job without a time limit.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -56,7 +57,15 @@ ASSOC_MGR_ARGV = ("scontrol", "show", "assoc_mgr", "flags=assoc,qos")
 
 _LIMIT = re.compile(r"^(N|\d{1,12})\((\d{1,20})(?:\.\d+)?\)$")
 #: one TRES of a list: ``gres/gpu:k80=1(2)`` (with its use) or ``mem=30000`` (a per-job limit)
-_TRES = re.compile(r"^([a-z_]+(?:/[^=,()]+)?)=(N|\d{1,20})(?:\((\d{1,20})(?:\.\d+)?\))?$")
+_ITEM = r"[a-z_]+(?:/[^=,()]+)?=(?:N|\d{1,20})(?:\(\d{1,20}(?:\.\d+)?\))?"
+_TRES = re.compile(_ITEM)
+#: a whole list, checked in one pass (most items are ``N(use)``: no limit, nothing to keep)
+_TRES_LIST = re.compile(rf"{_ITEM}(?:,{_ITEM})*")
+#: a list with a limit at all (most have none: ``N(use)`` only)
+_ANY_LIMIT = re.compile(r"=\d")
+#: the limited items of a list that :data:`_TRES_LIST` matched
+_LIMITED = re.compile(r"(?:^|,)([a-z_]+(?:/[^=,()]+)?)=(\d{1,20})(?:\((\d{1,20})(?:\.\d+)?\))?"
+                      r"(?=,|$)")
 #: one TRES of a job's request: ``mem=4000M``, ``gres/gpu:k80=1``
 _REQUEST = re.compile(r"^([a-z_]+(?:/[^=,]+)?)=(\d{1,20})([KMGTP]?)$")
 _MB = {"K": 1 / 1024, "M": 1, "": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
@@ -169,6 +178,10 @@ class Budget:
         for cap in self.caps:
             cap.charge(demand)
 
+    def copy(self) -> Budget:
+        """A copy to charge, the limits read left as they were."""
+        return Budget(self.label, [copy.copy(cap) for cap in self.caps])
+
     @property
     def limits(self) -> bool:
         return bool(self.caps)
@@ -235,15 +248,26 @@ def _value(key: str, text: str, line: int) -> tuple[int | None, int]:
 
 def _tres_caps(name: str, kind: str, text: str, line: int) -> list[Cap]:
     """The limited TRES of one list (``cpu=N(2),gres/gpu=2(1)``; ``mem=30000,gres/gpu=2``)."""
-    caps = []
-    for item in text.split(",") if text else ():
-        match = _TRES.match(item)
-        if match is None:
-            raise BadLimits(line, f"{name}: not TRES=LIMIT(USE): {item[:60]!r}")
-        if match.group(2) != "N":
-            caps.append(Cap(name, kind, match.group(1), int(match.group(2)),
-                            int(match.group(3) or 0)))
-    return caps
+    if not text:
+        return []
+    limited = _limited(text)
+    if limited is None:
+        bad = next((i for i in text.split(",") if _TRES.fullmatch(i) is None), text)
+        raise BadLimits(line, f"{name}: not TRES=LIMIT(USE): {bad[:60]!r}")
+    return [Cap(name, kind, tres, limit, used) for tres, limit, used in limited]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _limited(text: str) -> tuple[tuple[str, int, int], ...] | None:
+    """(TRES, limit, use) of the limited items of a list; None: not a TRES list. Cached: the
+    same lists come back in every association (``cpu=N(0),mem=N(0),...`` of idle ones) and
+    in every round (a record's use changes only when its jobs start or end)."""
+    if _TRES_LIST.fullmatch(text) is None:
+        return None
+    if _ANY_LIMIT.search(text) is None:
+        return ()
+    return tuple((tres, int(limit), int(used or 0))
+                 for tres, limit, used in _LIMITED.findall(text))
 
 
 def _name(text: str) -> str:
@@ -365,12 +389,12 @@ def admit(jobs: Iterable[tuple[str, Demand, Who]], starting: Iterable[tuple[Dema
     the jobs gpufair released that Slurm has not started yet, which assoc_mgr does not count
     in use yet. A job is admitted while every limit it counts in has room for it, and then
     charged, so the jobs admitted together fit too. ``limits`` is left as it was."""
-    limits = copy.deepcopy(limits)
     groups: dict[Who, list[Budget]] = {}
+    copies: dict[int, Budget] = {}      # charged: copies of those the jobs count in only
 
     def budgets(who: Who) -> list[Budget]:
         if who not in groups:
-            groups[who] = limits.budgets(*who)
+            groups[who] = [copies.setdefault(id(b), b.copy()) for b in limits.budgets(*who)]
         return groups[who]
 
     for demand, who in starting:
