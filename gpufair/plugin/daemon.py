@@ -158,8 +158,8 @@ class Daemon:
                                        "key": result.keys[seq]}})
         if result.actions:
             self.apply_round(round_id)
-        if not dry and result.decisions and isinstance(self.adapter, ShowsReasons):
-            self.adapter.show_reasons(self._reason_lines(result.decisions))
+        if not dry and decisions and isinstance(self.adapter, ShowsReasons):
+            self.adapter.show_reasons(self._reason_lines(decisions))
         latency = time.perf_counter() - started
         status = "dry-run" if dry else "done"
         if not self.stopping:

@@ -82,8 +82,8 @@ def test_a_per_job_gpu_limit_and_a_cpu_limit_are_read_ahead_and_explained(
     account ``cpuacct`` with ``GrpTRES=cpu=2``: of two 1-GPU jobs of 2 CPUs and 1 CPU, the
     second waits while the first runs. The old code released both (they then sat pending,
     QOSMaxGRESPerJob and AssocGrpCpuLimit, pinned onto GPUs booked for them); now both stay
-    held with no node pinned, and the daemon's store tells their owner why (gpufair
-    explain): the QOS or account, the limit, the TRES, use and limit."""
+    held with no node pinned, and their owner is told why (gpufair explain, and the job's
+    AdminComment): the QOS or account, the limit, the TRES, use and limit."""
     cluster = slurm_accounting
     account = "cpuacct"
     cluster.run("sacctmgr", "-i", "add", "qos", "capped", "MaxTRESPerJob=gres/gpu=2",
@@ -111,6 +111,10 @@ def test_a_per_job_gpu_limit_and_a_cpu_limit_are_read_ahead_and_explained(
             assert (jobs[job]["job_state"], jobs[job]["state_reason"]) == \
                 ("PENDING", "JobHeldUser"), (job, jobs[job]["state_reason"])
             assert not jobs[job].get("required_nodes")
+        # what the owner sees in squeue / scontrol show job: the same reason
+        assert jobs[big]["admin_comment"].startswith("gpufair:managed | gpufair ")
+        assert jobs[big]["admin_comment"].endswith(
+            "QOS capped MaxTRESPerJob gres/gpu: the job asks 4, the limit is 2")
         store = Store(tmp_path / "s.db")
         [told_big] = store.decisions(big)
         [told_cpu] = store.decisions(one_more)
