@@ -333,7 +333,8 @@ def test_the_demand_is_slurms_request_with_the_models_gpus():
 @pytest.mark.parametrize("old, new, field", [
     ("MaxTRESPJ=mem=30000,gres/gpu=2", "MaxTRESPJ=mem=30000,gres/gpu=two", "MaxTRESPJ"),
     ("MaxWallPJ=90", "MaxWallPJ=1:30:00", "MaxWallPJ"),
-    ("gres/gpu=600(470)", "gres/gpu=600(470", "GrpTRESRunMins")])
+    ("gres/gpu=600(470)", "gres/gpu=600(470", "GrpTRESRunMins"),
+    ("QOS=normal(1)", "QOS= ", "QOS record without a name")])
 def test_an_unreadable_new_limit_names_its_line_and_field(old, new, field):
     assert TRES_TEXT.count(old) == 1
     line = next(n for n, t in enumerate(TRES_TEXT.splitlines(), 1) if old in t)
