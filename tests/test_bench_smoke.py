@@ -63,6 +63,8 @@ SMOKE: dict[str, tuple[list[str], str]] = {
                   "--time-limit", "10"], "| 30 jobs / 8 GPUs |"),
     "shockwave_certify.py": (["--cases", "30/8:clean", "--no-exact", "--loss-size", ""],
                              "| 30/8 clean |"),
+    "slurm_limits.py": (["--accounts", "20", "--jobs", "50", "--repeat", "1"],
+                        "| admit | 50 jobs |"),
     "sweep_speed.py": (["--cells", "12", "--jobs", "2"], "| sweep, 1 process |"),
     "shockwave_tradeoff.py": (["--exponents", "1", "--makespan-weights", "1",
                                "--artifact-budget-weights", "1"], "artifact recorded"),

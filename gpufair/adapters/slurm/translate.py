@@ -137,6 +137,8 @@ class SlurmJobInfo:
     #: who Slurm's association and QOS limits count it for: (account, user name, uid,
     #: partition, QOS), see :mod:`gpufair.adapters.slurm.limits`
     counted_as: tuple[str, str, int | None, str, str] = ("", "", None, "", "")
+    #: its TRES request as Slurm counts it against those limits (``tres_req_str``)
+    tres_req: str = ""
 
     @property
     def control_id(self) -> str:
@@ -1219,6 +1221,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         eligible_s=_num(raw, "eligible_time") or 0.0,
         evaluated_s=_num(raw, "last_sched_evaluation") or 0.0,
         counted_as=(account, user, user_id, partition, _text(raw, "qos")),
+        tres_req=_text(raw, "tres_req_str"),
     )
     return job, info
 
