@@ -292,3 +292,19 @@ def test_the_main_scheduler_starts_the_jobs_ahead_of_the_first_that_cannot_start
     assert started(model, later) == {}
     model.next_decision(True)
     assert started(model, later) == {"d": ("n1:3",)}
+
+
+def test_jobs_restricted_to_other_nodes_each_start_on_theirs():
+    """An unrestricted job, then restrictions shared by several jobs (a site's partitions)
+    and one of its own: each job starts on the first node with room that it may use, never
+    on one another job's restriction allowed; the later job of a shared restriction finds
+    its node full and waits."""
+    from dataclasses import replace
+    nodes = (Node("n1", "v100", 2), Node("n2", "v100", 2), Node("n3", "v100", 2))
+    on_n3, on_n2 = ("n3",), ("n2",)
+    snap = state(0.0, job("d", 1, arrival=0),
+                 replace(job("a", 2, arrival=1), allowed_nodes=on_n3),
+                 replace(job("b", 2, arrival=2), allowed_nodes=on_n2),
+                 replace(job("c", 2, arrival=3), allowed_nodes=on_n3), nodes=nodes)
+    assert started(policy(reservations=0), snap) == \
+        {"d": ("n1:0",), "a": ("n3:0", "n3:1"), "b": ("n2:0", "n2:1")}

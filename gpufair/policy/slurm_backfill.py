@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -110,6 +110,7 @@ class Timeline:
         # every job of the queue until something is held or reserved
         self._begins: list[float] = []
         self._views: dict[int, FreeGpus] = {}
+        self._node_sets: dict[int, tuple[Sequence[Sequence[str]], set[str]]] = {}
 
     def hold(self, gpus: Sequence[str], until: float) -> None:
         """Running (or starting now) until ``until``; never free now, whatever ``until``
@@ -175,11 +176,21 @@ class Timeline:
             if any(t <= self.now for t in self.busy_until.values()) else []
         return [self.now, *overdue, *sorted(ends)]
 
+    def _nodes_in(self, groups: Sequence[Sequence[str]]) -> set[str]:
+        """The nodes of ``groups`` as a set, kept per groups object: a queue's jobs share a
+        few (SlurmBackfillPolicy.nodes_for's cache), and a set per job of a 10,000-job queue
+        cost a second (issue 30). The groups are kept with it, so an id is never reused."""
+        found = self._node_sets.get(id(groups))
+        if found is None or found[0] is not groups:
+            found = self._node_sets[id(groups)] = (groups, {n for g in groups for n in g})
+        return found[1]
+
     def earliest(self, job: Job, groups: Sequence[Sequence[str]], length: float, *,
                  now_only: bool = False) -> tuple[float, tuple[str, ...]] | None:
         """The earliest start of ``job`` that delays no running job nor reservation, and the
         GPUs it takes then; None if there is none (or none now, with ``now_only``)."""
-        gpus = fit(job, groups, self.free(length))
+        allowed = self._nodes_in(groups)
+        gpus = fit(job, groups, self.free(length), allowed)
         if gpus:
             return self.now, gpus
         if now_only:
@@ -198,7 +209,7 @@ class Timeline:
             view = later if not self.windows else {
                 node: [g for g in free if g not in self.windows or self._free(g, at, at + length)]
                 for node, free in later.items()}
-            gpus = fit(job, groups, view)
+            gpus = fit(job, groups, view, allowed)
             if gpus:
                 return at, gpus
         return None
@@ -335,17 +346,21 @@ class SlurmBackfillPolicy(PolicyBase):
         return tuple(groups)
 
 
-def fit(job: Job, groups: Sequence[Sequence[str]], free: Mapping[str, list[str]]
-        ) -> tuple[str, ...]:
+def fit(job: Job, groups: Sequence[Sequence[str]], free: Mapping[str, list[str]],
+        allowed: Container[str] | None = None) -> tuple[str, ...]:
     """The GPUs the job takes of ``free`` (nodes in the cluster's order), or ().
+    ``allowed``: the nodes of ``groups`` as a set, when the caller keeps one.
 
     As Slurm places: a gang that fits on one node goes to the first node in the cluster's
     order with room for it, of any type it may use; a larger one spreads over the nodes of the
     first type where it fits (in order), or over exactly ``job.nodes`` nodes with equal GPUs.
     """
     if job.nodes is None or job.nodes == 1:
-        allowed = {n for nodes in groups for n in nodes}
-        whole = next((n for n in free if n in allowed and len(free[n]) >= job.gpus), None)
+        if allowed is None:
+            allowed = {n for nodes in groups for n in nodes}
+        need = job.gpus   # (room first: on a busy site most nodes have none)
+        whole = next((n for n, room in free.items() if len(room) >= need and n in allowed),
+                     None)
         if whole is not None:
             return tuple(free[whole][: job.gpus])
         if job.nodes == 1:
