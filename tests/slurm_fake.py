@@ -89,6 +89,8 @@ class FakeSlurm:
                 return CommandResult(False, "Job is not running")
             job.update(job_state="PENDING", nodes="", gres_detail=[], priority=0,
                        restart_cnt=job["restart_cnt"] + 1,
+                       # 22.05 resets submit_time to the requeue (never before the submission)
+                       submit_time=max(self.clock, job["submit_time"]),
                        state_reason="job requeued in held state")
         elif verb == "suspend":
             job["job_state"] = "SUSPENDED"

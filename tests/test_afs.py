@@ -486,6 +486,20 @@ def test_heterogeneous_pools_spill_to_an_idle_type() -> None:
     assert {a.job_id: a.gpu_ids for a in plan.assignments} == {"A": ("v0:0",), "B": ("k0:0",)}
 
 
+def test_jobs_sharing_a_node_restriction_each_stay_on_the_type_it_reaches() -> None:
+    """Jobs restricted to the K80 node (one restriction, shared as a site's partitions are)
+    never take the faster V100, whichever of them is asked first; an unrestricted job does."""
+    nodes = (Node("v0", "v100", 1), Node("k0", "k80", 2))
+    only_k80 = ("k0",)
+    profile = ThroughputProfile({("v100", 1): 4.0, ("k80", 1): 1.0})
+    jobs = [replace(elastic(k, [0, 4.0], 100.0 * (i + 1), arrival=i), throughput=profile,
+                    allowed_nodes=None if k == "free" else only_k80)
+            for i, k in enumerate(("A", "B", "free"))]
+    plan = afs().schedule(ClusterState(0.0, nodes=nodes, jobs=tuple(jobs)), 0.0)
+    assert {a.job_id: a.gpu_ids for a in plan.assignments} == \
+        {"A": ("k0:0",), "B": ("k0:1",), "free": ("v0:0",)}
+
+
 def test_scan_order_is_arrival_then_id() -> None:
     """The scan runs by arrival, then id, whatever the snapshot order; Algorithm 1's line 6
     gives a tie of equal lengths to the job scanned later (j_b), so among identical jobs the

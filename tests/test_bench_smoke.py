@@ -42,10 +42,11 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "report_size.py": (["--jobs", "200", "--runs", "2", "--tenants", "4", "--days", "1"],
                        " MB |"),
     "site_scale.py": (["--jobs", "200", "--nodes", "16", "--policies", "fifo"], "| fifo |"),
-    "slurm_backfill_fidelity.py": (["--histories", "one_node_b", "--sets", "default"],
-                                   "| one_node_b | the defaults"),
+    "slurm_backfill_fidelity.py": (["--histories", "one_node_c", "--sets", "default",
+                                    "--seeds", "1"], "| one_node_c | 0.82 s mod 2"),
     "explain_cost.py": (["--jobs", "30", "--cluster", "v100:8", "--policies", "fifo"],
                         "| fifo | 30 |"),
+    "hook_latency.py": (["--runs", "4"], "| stopped (no wake socket) | 4 |"),
     "host_room.py": (["--jobs", "30", "--spec", "v100:16,k80:16", "--repeat", "1"], "| fifo |"),
     # the relaxations come from a Shockwave run bounded in wall seconds: enough for one
     # above Gurobi's size limit even on a loaded machine (3 s was not, at load 14)
@@ -63,6 +64,8 @@ SMOKE: dict[str, tuple[list[str], str]] = {
                   "--time-limit", "10"], "| 30 jobs / 8 GPUs |"),
     "shockwave_certify.py": (["--cases", "30/8:clean", "--no-exact", "--loss-size", ""],
                              "| 30/8 clean |"),
+    "slurm_limits.py": (["--accounts", "20", "--jobs", "50", "--repeat", "1"],
+                        "| admit | 50 jobs |"),
     "sweep_speed.py": (["--cells", "12", "--jobs", "2"], "| sweep, 1 process |"),
     "shockwave_tradeoff.py": (["--exponents", "1", "--makespan-weights", "1",
                                "--artifact-budget-weights", "1"], "artifact recorded"),

@@ -71,3 +71,25 @@ def test_decisions_are_pruned_with_their_rounds(tmp_path):
     assert store.decisions("b") == []
     d.run_round()   # the cache of each job's last row went with them: a fresh row
     assert len(store.decisions("b")) == 1
+
+
+def test_a_job_a_slurm_limit_keeps_out_of_the_round_is_explained(tmp_path):
+    """The Slurm adapter leaves out of the round a job a limit forbids (and one its owner
+    holds...), listing it in its view's ``waiting`` with why: the round never decides on it,
+    yet its owner asks ``gpufair explain``. Its story says which limit, TRES and use, round
+    after round, also in a round where no job is left to plan at all."""
+    d, adapter, store = daemon(tmp_path, first())
+    capped = Job("c", gpus=4, arrival_s=5.0, owner_uid=1002)
+    why = ("a Slurm limit forbids its start now: QOS capped MaxTRESPerJob gres/gpu: the job "
+           "asks 4, the limit is 2")
+    adapter.last_view = type("View", (), {"waiting": ((capped, why),)})()
+    r1 = d.run_round()
+    adapter.source = ClusterState(1100.0, nodes=NODES, jobs=())
+    r2 = d.run_round()
+    [row] = store.decisions("c")
+    assert (row["from_round"], row["to_round"], row["outcome"], row["code"]) == \
+        (r1, r2, "wait", "slurm.not_startable")
+    assert row["text"] == f"waiting — slurm.not_startable: because {why}"
+    assert row["owner_uid"] == 1002
+    # the jobs the round did decide on keep their own reasons beside it
+    assert [r["code"] for r in store.decisions("b")] == ["fifo.position"]

@@ -40,6 +40,18 @@ def old_hold_back(state, actions, jobs, reason):
             deferred.append(Deferred(action, reason))
         else:
             kept.append(action)
+    # then (the guard gap CI found): a kept preemption of a known job whose GPUs only
+    # held-back actions wanted is held back too
+    wanted_back = {g for d in deferred for g in getattr(d.action, "gpu_ids", ())}
+    wanted_kept = {g for a in kept for g in getattr(a, "gpu_ids", ())}
+    pointless = [a for a in kept if isinstance(a, Preempt) and held.get(a.job_id)
+                 and held[a.job_id] & wanted_back and not held[a.job_id] & wanted_kept]
+    if pointless:
+        kept = [a for a in kept if not any(a is p for p in pointless)]
+        order = {id(a): n for n, a in enumerate(actions)}
+        why = f"it only made room for actions held back ({reason})"
+        deferred = sorted([*deferred, *(Deferred(a, why) for a in pointless)],
+                          key=lambda d: order[id(d.action)])
     return kept, deferred
 
 
@@ -85,3 +97,23 @@ def test_a_chain_of_moves_is_held_back_link_by_link():
     kept, deferred = hold_back(state, actions, {"a": frozenset(g[0][:2])}, "young")
     assert kept == [Start("z", g[2][:2])]
     assert [d.action.job_id for d in deferred] == ["d", "c", "b"]
+
+
+def test_a_preemption_that_only_made_room_for_a_held_back_move_is_held_back_too():
+    """The guard gap CI found under load: a round moved w1 (released onto a settling node)
+    onto w2's GPUs and preempted w2 to make room; the guard held w1's move back but not w2's
+    preemption, so w2 stopped for nothing (restarted by the next round). A preemption for
+    the plan's own sake (nobody wants its GPUs), or one whose GPUs a kept start wants,
+    goes ahead."""
+    g = [n.gpu_ids() for n in NODES]
+    jobs = (Job("w1", gpus=2, state=JobState.RUNNING, gpus_held=g[0][:2], start_s=0.0),
+            Job("w2", gpus=2, state=JobState.RUNNING, gpus_held=g[1][:2], start_s=0.0),
+            Job("x", gpus=2, state=JobState.RUNNING, gpus_held=g[2][:2], start_s=0.0),
+            Job("y", gpus=2, state=JobState.RUNNING, gpus_held=g[2][2:], start_s=0.0))
+    state = ClusterState(0.0, nodes=NODES, jobs=jobs)
+    actions = [Preempt("w2"), Migrate("w1", g[1][:2]), Preempt("x"), Preempt("y"),
+               Start("z", g[2][2:])]
+    kept, deferred = hold_back(state, actions, {"w1": frozenset(g[0][:2])}, "settling")
+    assert kept == [Preempt("x"), Preempt("y"), Start("z", g[2][2:])]
+    assert [(d.action.job_id, d.reason) for d in deferred] == [
+        ("w2", "it only made room for actions held back (settling)"), ("w1", "settling")]

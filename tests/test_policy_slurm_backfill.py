@@ -259,3 +259,52 @@ def test_each_job_is_told_why_in_backfill_terms():
     assert reasons["short"] == ("slurm_backfill.backfilled", {"position": 3, "of": 3})
     quiet = state(0.0, job("a", 2, arrival=1.0))
     assert policy().schedule(quiet, 0.0).reasons()["a"].code == "slurm_backfill.started"
+
+
+def test_between_backfill_passes_only_the_main_scheduler_starts_jobs_in_order():
+    # 3 of 4 GPUs busy until t=100; the head wants 2 (must wait), a 1-GPU job behind it fits
+    # now and ends before the head's reservation: backfill starts it, Slurm's main scheduler
+    # (an event between passes) stops at the head and starts nothing
+    snap = state(10.0, job("r", 3, held=("n1:0", "n1:1", "n1:2"), start=0.0, limit=100.0),
+                 job("head", 2, arrival=1.0), job("small", 1, arrival=2.0, limit=50.0))
+    model = policy(backfill_at_boundaries=True)
+    model.next_decision(False)
+    assert started(model, snap) == {}
+    model.next_decision(True)   # a round boundary: the backfill pass
+    assert started(model, snap) == {"small": ("n1:3",)}
+    plain = policy()            # off (the default): every decision backfills
+    plain.next_decision(False)
+    assert started(plain, snap) == {"small": ("n1:3",)}
+
+
+def test_the_main_scheduler_starts_the_jobs_ahead_of_the_first_that_cannot_start():
+    # an exact fit for the first two in order; the third cannot start and blocks the fourth,
+    # which would fit on what is left; the queue state changes between events (the first two
+    # now run) and the next main pass still stops at the third
+    snap = state(5.0, job("a", 2, arrival=1.0), job("b", 1, arrival=2.0),
+                 job("c", 2, arrival=3.0), job("d", 1, arrival=4.0, limit=10.0))
+    model = policy(backfill_at_boundaries=True)
+    model.next_decision(False)
+    assert started(model, snap) == {"a": ("n1:0", "n1:1"), "b": ("n1:2",)}
+    later = state(6.0, job("a", 2, held=("n1:0", "n1:1"), start=5.0),
+                  job("b", 1, held=("n1:2",), start=5.0), job("c", 2, arrival=3.0),
+                  job("d", 1, arrival=4.0, limit=10.0))
+    assert started(model, later) == {}
+    model.next_decision(True)
+    assert started(model, later) == {"d": ("n1:3",)}
+
+
+def test_jobs_restricted_to_other_nodes_each_start_on_theirs():
+    """An unrestricted job, then restrictions shared by several jobs (a site's partitions)
+    and one of its own: each job starts on the first node with room that it may use, never
+    on one another job's restriction allowed; the later job of a shared restriction finds
+    its node full and waits."""
+    from dataclasses import replace
+    nodes = (Node("n1", "v100", 2), Node("n2", "v100", 2), Node("n3", "v100", 2))
+    on_n3, on_n2 = ("n3",), ("n2",)
+    snap = state(0.0, job("d", 1, arrival=0),
+                 replace(job("a", 2, arrival=1), allowed_nodes=on_n3),
+                 replace(job("b", 2, arrival=2), allowed_nodes=on_n2),
+                 replace(job("c", 2, arrival=3), allowed_nodes=on_n3), nodes=nodes)
+    assert started(policy(reservations=0), snap) == \
+        {"d": ("n1:0",), "a": ("n3:0", "n3:1"), "b": ("n2:0", "n2:1")}

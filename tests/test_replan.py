@@ -338,20 +338,14 @@ def test_skipped_decisions_change_nothing_for_the_ordering_policies(name, monkey
     """The same run with every decision made (the policy made to say it must see them all)
     gives the same outcomes to the bit, with fewer policy calls; max_min skips only with a
     replan interval, where its plan lags events anyway: it skips, and finishes every job."""
-    from gpufair.core.simulation import SimulationSpec, build_simulator, run_to_end
+    from counted_run import run_counted
+
+    from gpufair.core.simulation import SimulationSpec
 
     def run(observe_all: bool):
-        sim = build_simulator(SimulationSpec())          # the bundled 60-job demo, clean
-        policy = create_policy(name, PolicyConfig(round_s=sim.round_s))
-        if observe_all:
-            monkeypatch.setattr(type(policy), "observes_every_event", True, raising=False)
-        asked = []
-        schedule = policy.schedule
-        policy.schedule = lambda state, now: asked.append(now) or schedule(state, now)
-        rounds = Round(policy)
-        assert run_to_end(sim, rounds)
-        monkeypatch.undo()
-        return sim.outcomes(), rounds.decisions, len(asked)
+        done = run_counted(name, SimulationSpec(), monkeypatch,   # the bundled 60-job demo
+                           patch=("observes_every_event", True) if observe_all else None)
+        return done.sim.outcomes(), done.rounds.decisions, done.asked
 
     skipped, decisions, asked = run(False)
     full, all_decisions, all_asked = run(True)

@@ -313,3 +313,31 @@ def test_time_limit_marks_the_run_partial_and_exits_3(tmp_path, capsys):
     las = [json.loads(line) for line in capsys.readouterr().out.splitlines()][1]
     assert las["policy"] == "las" and las["partial"] is True
     assert las["num_jobs"] < las["trace_jobs"] == 40
+
+
+def test_round_phase_puts_slurm_backfill_passes_on_the_historys_clock(tmp_path, capsys):
+    """``--round-phase``: rounds begin at that second of the history's clock (mod the round),
+    as Slurm's backfill passes do. With ``backfill_at_boundaries`` job 3 (tenant c) can
+    only be backfilled past the blocked job 2 at a boundary: 50 s past the round's multiple
+    it waits 30 s; without a phase the first round begins at the first submission and it
+    waits 100 s; a phase exactly on its submission starts it at once (an exact fit)."""
+    rows = [row("1", "u", "a", "00:00:00", "00:00:00", "00:20:00", "COMPLETED", "gres/gpu=2"),
+            row("2", "u", "b", "00:00:10", "00:20:00", "00:30:00", "COMPLETED", "gres/gpu=3"),
+            row("3", "u", "c", "00:00:20", "00:02:00", "00:04:00", "COMPLETED", "gres/gpu=1")]
+    path = write(tmp_path, rows)
+    config = tmp_path / "gpufair.toml"
+    config.write_text("[policies.slurm_backfill]\nbackfill_at_boundaries = true\n"
+                      "reservations = 1\nwhole_nodes = false\n", encoding="utf-8")
+    t0 = read_sacct_text(path).t0
+
+    def wait_of_c(*phase: str) -> float:
+        assert main(["replay", str(path), "--policies", "slurm_backfill", "--json",
+                     "--cluster", "gpu:4", "--gpus-per-server", "2", "--config", str(config),
+                     *phase]) == 0
+        tenants = json.loads(capsys.readouterr().out.splitlines()[-1])["tenants"]
+        return next(r["mean_wait_s"] for r in tenants
+                    if r["run"] == "slurm_backfill" and r["tenant"] == "c")
+
+    assert wait_of_c("--round-phase", str(t0 + 50)) == pytest.approx(30.0)
+    assert wait_of_c("--round-phase", str(t0 + 20 + 120 * 7)) == pytest.approx(0.0)
+    assert wait_of_c() == pytest.approx(100.0)

@@ -6,28 +6,21 @@ from __future__ import annotations
 import math
 
 import pytest
+from counted_run import run_counted
 
 from gpufair.adapters.simulator.semantics import ARTIFACT
-from gpufair.core.round import Round
-from gpufair.core.simulation import SimulationSpec, build_simulator, run_to_end
+from gpufair.core.simulation import SimulationSpec, build_simulator
 from gpufair.model import ClusterState, Job, JobState, Preempt, Start
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
 
 
 def _run(name: str, options: dict, semantics: str, settles: bool, monkeypatch):
-    sim = build_simulator(SimulationSpec(semantics=semantics))   # the 60-job demo, 16 GPUs
-    policy = create_policy(name, PolicyConfig(round_s=sim.round_s, options=options))
-    if not settles:
-        monkeypatch.setattr(type(policy), "plan_holds_for_s", None)
-    asked = []
-    schedule = policy.schedule
-    policy.schedule = lambda state, now: asked.append(now) or schedule(state, now)
-    rounds = Round(policy)
-    assert run_to_end(sim, rounds)
-    monkeypatch.undo()
+    run = run_counted(name, SimulationSpec(semantics=semantics), monkeypatch,  # 60-job demo
+                      options=options, patch=None if settles else ("plan_holds_for_s", None))
+    sim = run.sim
     starts = [(j.id, j.start_s, j.finish_s, j.restarts, j.attained_s) for j in sim.jobs]
-    return sim.outcomes(), starts, rounds.decisions, len(asked)
+    return sim.outcomes(), starts, run.rounds.decisions, run.asked
 
 
 @pytest.mark.parametrize("semantics", ["clean", ARTIFACT.name])

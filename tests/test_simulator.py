@@ -13,6 +13,7 @@ from gpufair.adapters.simulator.throughputs import throughputs_from_dict
 from gpufair.adapters.simulator.trace import parse_trace
 from gpufair.core.round import Round
 from gpufair.core.simulation import run_to_end
+from gpufair.errors import InputError
 from gpufair.model import JobState, Preempt, Resize, Start
 from gpufair.policy.base import PolicyConfig
 from gpufair.policy.registry import create_policy
@@ -111,3 +112,43 @@ def test_every_policy_finishes_a_heterogeneous_msr_trace(bundled_data, policy):
     out = run(sim, policy)
     assert len(out) == 17 and len(sim.dropped) == 1
     assert all(o.finish_s > o.arrival_s for o in out.values())
+
+
+def boundaries(sim):
+    """(time, round boundary?) of each decision of a run with fifo."""
+    rounds, seen = Round(create_policy("fifo", PolicyConfig(round_s=sim.round_s))), []
+    while not sim.finished:
+        seen.append((sim.now, sim.at_round_boundary))
+        sim.apply(rounds.run(sim.snapshot(), preemptive=sim.at_round_boundary).actions)
+        sim.advance()
+    return seen
+
+
+def test_round_phase_puts_boundaries_on_the_clock_not_after_the_first_arrival():
+    # Slurm's backfill pass runs every bf_interval whenever jobs arrive: with a phase of 5 s
+    # and rounds of 10 s the boundaries are 5, 15, 25 ..., also after an idle gap; an
+    # arrival between them (t = 3, t = 1000) is an event like a job's end
+    lines = [line(20, 3), line(20, 1000), line(5, 1015)]
+    seen = boundaries(TraceSimulator(parse_trace("\n".join(lines)), RATES,
+                                     parse_cluster_spec("v100:2"), CLEAN, 10.0,
+                                     round_phase_s=5.0))
+    assert [t for t, boundary in seen if boundary][:3] == [5.0, 15.0, 25.0]
+    assert (3.0, False) in seen and (1000.0, False) in seen
+    assert (1005.0, True) in seen and (1015.0, True) in seen   # an arrival on the grid
+    assert all((t - 5.0) % 10.0 == 0 for t, boundary in seen if boundary)
+    # without a phase (the default): every arrival that finds the cluster idle opens a round
+    plain = boundaries(simulator(lines, round_s=10.0))
+    assert (3.0, True) in plain and (13.0, True) in plain and (1000.0, True) in plain
+
+
+@pytest.mark.parametrize("phase", [float("nan"), float("inf")])
+def test_a_round_phase_must_be_finite(phase):
+    with pytest.raises(InputError, match="round-phase"):
+        TraceSimulator(parse_trace(line(10, 0)), RATES, parse_cluster_spec("v100:2"), CLEAN,
+                       10.0, round_phase_s=phase)
+
+
+def test_a_round_phase_needs_clean_semantics():
+    with pytest.raises(InputError, match="clean"):
+        TraceSimulator(parse_trace(line(10, 0)), RATES, parse_cluster_spec("v100:2"),
+                       ARTIFACT, 10.0, round_phase_s=0.0)

@@ -37,7 +37,8 @@ def test_each_ids_outcome_is_read_from_slurms_lines():
 
 def test_several_ids_are_one_comma_list_of_checked_ids():
     assert scontrol_many_argv("release", ["1", "5_2"]) == ["scontrol", "release", "1,5_2"]
-    for verb, ids in (("update", ["1", "2"]), ("requeue", ["1", "2"]), ("release", []),
+    assert scontrol_many_argv("requeuehold", ["3", "4"]) == ["scontrol", "requeuehold", "3,4"]
+    for verb, ids in (("update", ["1", "2"]), ("suspend", ["1", "2"]), ("release", []),
                       ("release", ["1", "2;reboot"]), ("release", ["1,2"])):
         with pytest.raises(ValueError):
             scontrol_many_argv(verb, ids)
@@ -128,3 +129,33 @@ def test_the_action_rate_stays_bounded_when_applied_together(tmp_path, batch, pa
     _daemon(slurm, Store(tmp_path / "s.db"), sleeps, apply_batch=batch,
             action_interval_s=0.5).run_round()
     assert sleeps == pauses
+
+
+def test_a_run_of_preemptions_shares_its_reads_and_one_requeuehold():
+    """Issue 30: preemptions were sent one at a time (a read, a requeuehold and a read
+    each). Together: one read before, one requeuehold of their ids, one read to check; a
+    job that ended since the snapshot is skipped (stale), the others go on; a suspension
+    after them goes alone."""
+    from gpufair.model import Preempt, PreemptMode
+
+    slurm = FakeSlurm(NODES)
+    _four_waiting(slurm)
+    for job, node, idx in zip("1234", ["v1", "v1", "v2", "v2"], ["0-1", "2-3"] * 2,
+                              strict=True):
+        slurm.jobs[job]["pinned"] = [node]
+        slurm.run_now(job, [node])
+        slurm.jobs[job]["gres_detail"] = [f"gpu:v100:2(IDX:{idx})"]
+    adapter = SlurmAdapter(slurm, SlurmSettings(), mode="hard", sleep=lambda s: None,
+                           clock=lambda: slurm.clock)
+    adapter.snapshot()
+    slurm.jobs["2"]["job_state"] = "COMPLETED"               # it ended after the snapshot
+    slurm.reads = 0
+    results = adapter.apply_many([Preempt("1"), Preempt("4"), Preempt("2"),
+                                  Preempt("3", PreemptMode.SUSPEND)])
+    assert [(r.ok, r.stale) for r in results] == [(True, False), (True, False), (False, True),
+                                                  (True, False)]
+    assert slurm.many == [("requeuehold", ("1", "4"))]
+    assert slurm.verbs[("requeuehold", "2")] == 0 and slurm.verbs[("suspend", "3")] == 1
+    assert slurm.reads == 2 + 1          # the run: before and to check; the suspension: before
+    assert {j: slurm.jobs[j]["job_state"] for j in "134"} == {
+        "1": "PENDING", "3": "SUSPENDED", "4": "PENDING"}

@@ -26,8 +26,10 @@ from site_scale import NOW, site_documents
 #: translation: they must not change a byte of it. A deliberate change of the translation
 #: (or of the generator) changes it too: regenerate with ``_view_digest()`` and say why.
 #: Re-pinned once, on purpose: a running job now keeps its GPU type and allowed nodes (a
-#: move onto another type stranded a job in the issue-29 soak; branch slurm-batch).
-SITE_VIEW_SHA256 = "7b12c39f51cf70c68a4b7f4a2bd2adec770683f0bf904663297810719c19bcb6"
+#: move onto another type stranded a job in the issue-29 soak; branch slurm-batch). And once
+#: more: each job's info keeps its TRES request (``tres_req``, for the limits read ahead;
+#: branch slurm-limits2); with that field blanked the digest is the one before.
+SITE_VIEW_SHA256 = "78a0ef6a3e381b5b3238c2999146bdaeaca1b1ca766918e30202365d72898a8c"
 
 
 def _view_digest() -> tuple[str, int]:

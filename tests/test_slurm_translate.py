@@ -568,6 +568,35 @@ def test_a_running_job_keeps_what_it_asked_so_no_move_breaks_it():
     assert job.allowed_nodes == ("gpu-k80-1",)
 
 
+def test_a_job_that_fixed_its_node_count_keeps_it_so_no_move_breaks_it():
+    """Issue 29 soak: a running ``-N 1`` two-GPU job was moved onto one GPU on each of two
+    nodes. Slurm refused the update ("Node count specification invalid") after applying
+    half of it (the node list stayed, NumCPUs doubled: measured on loopback 22.05), so the
+    job was BadConstraints however it was pinned again, and never ran again. A job whose
+    record fixes its count (``max_nodes`` = ``node_count``) keeps it, running or waiting;
+    one without ``-N`` (``max_nodes`` 0: Slurm spreads it, tasks and all) stays free."""
+    jobs = copy.deepcopy(SQUEUE)
+    running = next(j for j in jobs["jobs"] if j["job_id"] == 1)
+    running.update(tres_per_node="gres:gpu:2", max_nodes=1, node_count=1,
+                   admin_comment="gpufair:managed")
+    view = translate(jobs, SINFO, now=NOW)
+    job = next(j for j in view.state.jobs if j.id == "1")
+    assert job.state is JobState.RUNNING and job.nodes == 1
+    split = Migrate("1", ("gpu-v100-1:0", "gpu-v100-2:3"))
+    whole = Migrate("1", ("gpu-v100-1:0", "gpu-v100-1:1"))
+    assert job_constraints(view.state, [split])[0] == []
+    assert job_constraints(view.state, [whole])[0] == [whole]
+    running.update(max_nodes=0)                    # no -N: the move may spread it
+    job = next(j for j in translate(jobs, SINFO, now=NOW).state.jobs if j.id == "1")
+    assert job.nodes is None
+    waiting = next(j for j in jobs["jobs"] if j["job_state"] == "PENDING")
+    waiting.update(tres_per_node="", tres_per_job="gres:gpu:4", node_count=2, max_nodes=2,
+                   admin_comment="gpufair:managed", features="", excluded_nodes="")
+    job = next(j for j in translate(jobs, SINFO, now=NOW).state.jobs
+               if j.id == str(waiting["job_id"]))
+    assert job.nodes == 2                          # --gpus=4 -N 2: two nodes, not one
+
+
 def test_jobs_of_one_partition_with_different_constraints_keep_their_own_nodes():
     """The allowed nodes are computed once per combination of partitions, features, excluded
     nodes and node list (issue 30), so jobs differing in any one of them, read one after
@@ -632,6 +661,24 @@ def test_squeue_and_sinfo_read_at_different_moments_disagree_on_the_gpus_in_use(
 def test_a_dependency_that_can_never_be_met(text, never):
     states = {"12": "FAILED", "13": "COMPLETED", "14": "RUNNING"}
     assert dependency_never_met(text, states) == never
+
+
+def test_node_features_that_are_not_text_neither_raise_nor_match():
+    """Hypothesis found a node's ``active_features`` of 10**5000 raising ValueError (str()
+    of a huge int) out of the translation. Not text: no features (a ``--constraint`` job is
+    not placed there); a list of names (newer documents): those names; and an action's
+    lookup of records tolerates a job id too long to print."""
+    from gpufair.adapters.slurm.adapter import JobIndex
+
+    jobs, nodes = copy.deepcopy(SQUEUE), copy.deepcopy(SINFO)
+    gpu_nodes = [n for n in nodes["nodes"] if n.get("gres")]
+    gpu_nodes[0]["active_features"] = 10 ** 5000
+    gpu_nodes[1]["active_features"] = ["v100", 7]
+    view = translate(jobs, nodes, now=NOW)
+    _assert_well_formed(view)
+    jobs["jobs"][0]["job_id"] = 10 ** 5000
+    index = JobIndex(jobs)
+    assert index.find(str(jobs["jobs"][1]["job_id"])) is jobs["jobs"][1]
 
 
 @pytest.mark.parametrize("job_id", [10 ** 5000, -(10 ** 5000), 2 ** 32],

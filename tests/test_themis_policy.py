@@ -166,3 +166,26 @@ def test_the_default_auction_has_a_work_budget_and_no_wall_budget() -> None:
     s = policy().settings
     assert s.auction_work_budget and s.auction_budget_s is None
     assert s.auction_time_limit_s >= 60
+
+
+def test_each_waiting_job_is_explained_in_the_auctions_terms() -> None:
+    """Bidders that lost name the winners (sorted, the same string for each), jobs not
+    bidding name the worst bidder's ρ; the reasons follow the round's log."""
+    p = policy(f=0.5)
+    jobs = [job(f"j{i}", gpus=2, total=500 + 300 * i, arrival=-float(i)) for i in range(8)]
+    plan = p.schedule(state(0.0, *jobs), 0.0)
+    log = p.rounds[-1]
+    reasons = plan.explain()
+    granted = {a.job_id for a in plan.assignments}
+    app = {j.id: f"job:{j.id}" for j in jobs}
+    lost = [j for j in reasons if j not in granted and app[j] in log.bidders]
+    idle = [j for j in reasons if j not in granted and app[j] not in log.bidders]
+    assert lost and idle and log.winners
+    for j in lost:
+        assert reasons[j].code == "themis.lost_auction"
+        assert reasons[j].figures["winners"] == ",".join(sorted(log.winners))
+    for j in idle:
+        assert reasons[j].code == "themis.not_bidding"
+        assert reasons[j].figures["bidders"] == len(log.bidders)
+        assert reasons[j].figures["worst_bidder_rho"] == \
+            min(reasons[b.removeprefix("job:")].figures["rho"] for b in log.bidders)

@@ -46,6 +46,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     dry.add_argument("snapshot", nargs="?", help="gpufair snapshot JSON")
     dry.add_argument("--squeue", help="raw `squeue --json` output instead of a snapshot")
     dry.add_argument("--sinfo", help="raw `sinfo --json` output (with --squeue)")
+    dry.add_argument("--assoc-mgr", metavar="FILE", help="saved `scontrol show assoc_mgr "
+                     "flags=assoc,qos` output (with --squeue): the association and QOS "
+                     "limits the daemon reads ahead; a job one forbids waits, with why")
     dry.add_argument("--partitions", help="managed partitions for raw Slurm files "
                      "(comma-separated; default: [slurm] managed_partitions)")
     dry.add_argument("--config", help="gpufair.toml: the daemon's policy, options, guards")
@@ -84,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
     from gpufair.plugin.store import scratch_copy
     if args.snapshot is None and args.squeue is None:
         raise InputError("dry-run", "give a snapshot file, or --squeue and --sinfo")
+    if args.assoc_mgr is not None and args.squeue is None:
+        raise InputError("dry-run", "--assoc-mgr goes with --squeue and --sinfo (a snapshot "
+                         "holds only the jobs the limits already let through)")
     config = load_config(args.config)
     if args.seed is not None:
         config = replace(config, daemon=replace(config.daemon, seed=args.seed))
@@ -93,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
         source: Any = load_snapshot(args.snapshot)
         taken_by = snapshot_adapter(args.snapshot)
     else:
-        slurm = raw_slurm_adapter(config, args.squeue, args.sinfo, args.partitions)
+        slurm = raw_slurm_adapter(config, args.squeue, args.sinfo, args.partitions,
+                                  args.assoc_mgr)
         source = slurm
     adapter = RecordingAdapter(source)
     recovering: list[JournalEntry] = []
@@ -178,20 +185,37 @@ def interrupted_actions(store: Store) -> list[JournalEntry]:
 
 
 def raw_slurm_adapter(config: Config, squeue: str, sinfo: str | None,
-                      partitions: str | None) -> SlurmAdapter:
+                      partitions: str | None, assoc_mgr: str | None = None) -> SlurmAdapter:
     from gpufair.adapters.slurm.adapter import SlurmAdapter
     from gpufair.adapters.slurm.transport import FileTransport
     if sinfo is None:
         raise InputError("dry-run", "--squeue needs --sinfo too")
     jobs = _read_json(squeue, "jobs")
     nodes = _read_json(sinfo, "nodes")
+    saved = {} if assoc_mgr is None else _read_assoc_mgr(assoc_mgr)
     settings = config.slurm
     if partitions is not None:
         settings = replace(settings, managed_partitions=tuple(
             p for p in partitions.split(",") if p))
     latest = _latest_time(jobs)
-    return SlurmAdapter(FileTransport(jobs, nodes), settings, clock=lambda: latest,
+    return SlurmAdapter(FileTransport(jobs, nodes, saved), settings, clock=lambda: latest,
                         mode=config.daemon.mode)
+
+
+def _read_assoc_mgr(path: str) -> dict[tuple[str, ...], str]:
+    """The saved limits, as the file transport answers the daemon's read of them; text
+    22.05 does not print is an error naming its line (the daemon's live read would go on
+    without limits, but a file given on purpose is checked)."""
+    from gpufair.adapters.slurm.limits import ASSOC_MGR_ARGV, BadLimits, parse_assoc_mgr
+    try:
+        text = Path(path).read_bytes().decode("utf-8", "replace")
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from exc
+    try:
+        parse_assoc_mgr(text)
+    except BadLimits as exc:
+        raise InputError(path, exc.problem, line=exc.line) from None
+    return {ASSOC_MGR_ARGV: text}
 
 
 def _read_json(path: str, key: str) -> dict[str, Any]:

@@ -50,6 +50,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "then user, for a trace without accounts)")
     parser.add_argument("--policies", default=DEFAULT_POLICIES,
                         help=f"comma-separated, of {', '.join(available_policies())}")
+    parser.add_argument("--round-phase", type=float, metavar="SECONDS", dest="round_phase_s",
+                        help="rounds begin this many seconds past a multiple of --round on the "
+                        "history's clock, as Slurm's backfill thread passes every bf_interval "
+                        "(with slurm_backfill's backfill_at_boundaries; docs/replay.md); "
+                        "default: a round begins at the arrival that finds the cluster idle")
     sim_arguments(parser, trace=False)
     parser.set_defaults(func=run)
 
@@ -80,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
                     progress=False if args.no_progress or args.json else None,
                     time_limit_s=args.time_limit_s,
                     on_report=(lambda r: print(dumps(r.as_dict(), sort_keys=True)))
-                    if args.json else None, capture=args.out is not None)
+                    if args.json else None, capture=args.out is not None,
+                    round_phase_s=args.round_phase_s)
     if args.out is not None:   # pandas-heavy: imported for this option alone
         from gpufair.results.replay import write_replay
         write_replay(args.out, result, spec, history_path=history.source,

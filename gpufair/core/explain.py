@@ -19,6 +19,7 @@ from gpufair.core.guards import Deferred
 from gpufair.model import (
     Action,
     ClusterState,
+    Job,
     JobState,
     Migrate,
     Plan,
@@ -107,3 +108,12 @@ def decide(state: ClusterState, plan: Plan, policy: str, actions: Iterable[Actio
         else:
             out[job.id] = Decision(job.id, "run", reason)
     return out
+
+
+def not_startable(waiting: Iterable[tuple[Job, str]]) -> dict[str, Decision]:
+    """The decision of each job its resource manager would not start now, with its reason
+    (its owner's hold, a dependency, a begin time, a Slurm limit with the association or
+    QOS, the TRES and its use): such jobs are left out of the round, so no policy decides
+    on them, yet their owners ask ``gpufair explain`` why they wait."""
+    return {job.id: Decision(job.id, "wait", Reason("slurm.not_startable", {"because": why}))
+            for job, why in waiting}

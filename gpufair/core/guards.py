@@ -72,14 +72,39 @@ def hold_back(state: ClusterState, actions: Sequence[Action],
                 staying[action.job_id] = held.get(action.job_id, frozenset())
                 blocked.extend(staying[action.job_id])
     busy = frozenset().union(*staying.values()) if staying else frozenset()
+    dropped = [action.job_id in staying or bool(busy.intersection(getattr(action, "gpu_ids",
+                                                                           ())))
+               for action in actions]
+    pointless = _pointless_preemptions(actions, dropped, held)
     kept: list[Action] = []
     deferred: list[Deferred] = []
-    for action in actions:
-        if action.job_id in staying or busy.intersection(getattr(action, "gpu_ids", ())):
-            deferred.append(Deferred(action, reason, code, figures or {}))
+    for n, action in enumerate(actions):
+        if dropped[n] or n in pointless:
+            why = reason if dropped[n] else f"it only made room for actions held back ({reason})"
+            deferred.append(Deferred(action, why, code, figures or {}))
         else:
             kept.append(action)
     return kept, deferred
+
+
+def _pointless_preemptions(actions: Sequence[Action], dropped: Sequence[bool],
+                           held: Mapping[str, frozenset[str]]) -> set[int]:
+    """The kept preemptions whose GPUs only held-back actions wanted: carried out, they
+    would stop a job for nothing this round (its GPUs idle, the job restarted by a later
+    round). Found by CI under load: a round moved w1 onto w2's GPUs and preempted w2; the
+    settling guard held w1's move back but not w2's preemption. A preemption whose GPUs
+    no action wants (the plan stops the job for its own sake), or a kept action wants too,
+    stays."""
+    wanted_by_dropped = {g for n, a in enumerate(actions) if dropped[n]
+                         for g in getattr(a, "gpu_ids", ())}
+    if not wanted_by_dropped:
+        return set()
+    wanted_by_kept = {g for n, a in enumerate(actions) if not dropped[n]
+                      for g in getattr(a, "gpu_ids", ())}
+    return {n for n, a in enumerate(actions)
+            if not dropped[n] and isinstance(a, Preempt)
+            and (freed := held.get(a.job_id)) and freed & wanted_by_dropped
+            and not freed & wanted_by_kept}
 
 
 def unusable_nodes(state: ClusterState, actions: Sequence[Action]

@@ -41,10 +41,13 @@ def replay(history: History, policies: Sequence[str], spec: SimulationSpec, *,
            cluster: str | None = None, gpus_per_server: str | None = None,
            progress: bool | None = None, time_limit_s: float | None = None,
            on_report: Callable[[SimulationReport], object] | None = None,
-           capture: bool = False) -> ReplayResult:
+           capture: bool = False, round_phase_s: float | None = None) -> ReplayResult:
     """``spec`` carries the round, seed, semantics and config; its trace is ignored.
     ``on_report`` sees each run as it ends (``--json`` prints it then); ``capture``: keep
-    what each run did, for a results directory (``--out``)."""
+    what each run did, for a results directory (``--out``). ``round_phase_s``: the rounds
+    begin this many seconds past a multiple of the round on the history's clock (epoch
+    seconds; Slurm's backfill passes, for ``slurm_backfill``'s ``backfill_at_boundaries``),
+    not at the arrival that finds the cluster idle."""
     converted = history_to_trace(history, cluster, gpus_per_server)
     semantics = for_history(semantics_named(spec.semantics))
     runs: list[SimulationReport] = []
@@ -55,9 +58,10 @@ def replay(history: History, policies: Sequence[str], spec: SimulationSpec, *,
         frames.append(tenant_table(AS_RUN, *_as_run_columns(history)))
         if on_report is not None:
             on_report(as_run)
+    phase = None if round_phase_s is None else (round_phase_s - history.t0) % spec.round_s
     for name in policies:
         sim = TraceSimulator(converted.trace, converted.throughputs, converted.nodes,
-                             semantics, spec.round_s, capture=capture)
+                             semantics, spec.round_s, capture=capture, round_phase_s=phase)
         report = simulate(replace(spec, policy=name, trace=history.source), progress=progress,
                           time_limit_s=time_limit_s, simulator=sim)
         runs.append(report)

@@ -28,7 +28,7 @@ from gpufair.adapters.base import (
     ShowsReasons,
     Unavailable,
 )
-from gpufair.core.explain import Decision
+from gpufair.core.explain import Decision, not_startable
 from gpufair.core.fill import may_fill, occupancy
 from gpufair.core.gc_pause import gc_paused
 from gpufair.core.guards import Deferred, takes_gpus
@@ -133,9 +133,15 @@ class Daemon:
                                           dry_run=dry)
         if self.settings.shadow:   # what the resource manager did, beside the plan
             self.store.record_shadow(round_id, raw)
-        if result.decisions:   # why each job runs, waits or stops: gpufair explain
-            self.store.record_decisions(round_id, result.decisions,
-                                        {j.id: j.owner_uid for j in result.state.jobs})
+        # why each job runs, waits or stops (gpufair explain); and why the jobs left out of
+        # the round wait (a Slurm limit...)
+        waiting = getattr(getattr(self.adapter, "last_view", None), "waiting", ())
+        decisions = {**not_startable(waiting), **result.decisions} if self.rounds.explain \
+            else {}
+        if decisions:
+            self.store.record_decisions(
+                round_id, decisions,
+                {j.id: j.owner_uid for j in (*result.state.jobs, *(j for j, _ in waiting))})
         if isinstance(self.policy, StatefulPolicy) and not dry:
             # leases, trackers, RNG: what the policy must remember across a restart
             self.store.save_policy_state(name, self.policy.state_dict())
@@ -152,8 +158,8 @@ class Daemon:
                                        "key": result.keys[seq]}})
         if result.actions:
             self.apply_round(round_id)
-        if not dry and result.decisions and isinstance(self.adapter, ShowsReasons):
-            self.adapter.show_reasons(self._reason_lines(result.decisions))
+        if not dry and decisions and isinstance(self.adapter, ShowsReasons):
+            self.adapter.show_reasons(self._reason_lines(decisions))
         latency = time.perf_counter() - started
         status = "dry-run" if dry else "done"
         if not self.stopping:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -69,6 +69,11 @@ class SlurmBackfillOptions:
         "first end, plus as much again; each later one twice as long), and the start is the "
         "last end of the first batch after which the job fits (30 s in Slurm 22.05); 0: the "
         "first end after which it fits", ge=0.0)
+    backfill_at_boundaries: bool = setting(
+        False, "backfill only at round boundaries, as Slurm's backfill thread runs every "
+        "bf_interval (give the round that length); between them Slurm's main scheduler, run "
+        "on each job's end and submission, starts jobs in priority order until the first "
+        "that cannot start, reserving nothing; false: every decision backfills")
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,7 @@ class Timeline:
         # every job of the queue until something is held or reserved
         self._begins: list[float] = []
         self._views: dict[int, FreeGpus] = {}
+        self._node_sets: dict[int, tuple[Sequence[Sequence[str]], set[str]]] = {}
 
     def hold(self, gpus: Sequence[str], until: float) -> None:
         """Running (or starting now) until ``until``; never free now, whatever ``until``
@@ -170,11 +176,21 @@ class Timeline:
             if any(t <= self.now for t in self.busy_until.values()) else []
         return [self.now, *overdue, *sorted(ends)]
 
+    def _nodes_in(self, groups: Sequence[Sequence[str]]) -> set[str]:
+        """The nodes of ``groups`` as a set, kept per groups object: a queue's jobs share a
+        few (SlurmBackfillPolicy.nodes_for's cache), and a set per job of a 10,000-job queue
+        cost a second (issue 30). The groups are kept with it, so an id is never reused."""
+        found = self._node_sets.get(id(groups))
+        if found is None or found[0] is not groups:
+            found = self._node_sets[id(groups)] = (groups, {n for g in groups for n in g})
+        return found[1]
+
     def earliest(self, job: Job, groups: Sequence[Sequence[str]], length: float, *,
                  now_only: bool = False) -> tuple[float, tuple[str, ...]] | None:
         """The earliest start of ``job`` that delays no running job nor reservation, and the
         GPUs it takes then; None if there is none (or none now, with ``now_only``)."""
-        gpus = fit(job, groups, self.free(length))
+        allowed = self._nodes_in(groups)
+        gpus = fit(job, groups, self.free(length), allowed)
         if gpus:
             return self.now, gpus
         if now_only:
@@ -193,7 +209,7 @@ class Timeline:
             view = later if not self.windows else {
                 node: [g for g in free if g not in self.windows or self._free(g, at, at + length)]
                 for node, free in later.items()}
-            gpus = fit(job, groups, view)
+            gpus = fit(job, groups, view, allowed)
             if gpus:
                 return at, gpus
         return None
@@ -205,6 +221,14 @@ class SlurmBackfillPolicy(PolicyBase):
     #: a function of the snapshot alone; but a running job past its limit moves the shadow
     #: time with the clock, so it wants to see every event
     observes_every_event: ClassVar[bool] = True
+    #: the decision in progress is a backfill pass (a round boundary, or no simulator told)
+    _backfill_pass: bool = True
+
+    def next_decision(self, preemptive: bool) -> None:
+        """Told by the round loop (:class:`~gpufair.policy.replan.BoundaryAware`): a round
+        boundary is Slurm's backfill pass, an event between boundaries its main scheduler
+        (which only matters with ``backfill_at_boundaries``)."""
+        self._backfill_pass = preemptive
 
     def time_limit(self, job: Job) -> float:
         return job.time_limit_s or self.options.default_time_limit_s
@@ -226,20 +250,25 @@ class SlurmBackfillPolicy(PolicyBase):
         queue = sorted((j for j in active if j.id not in running),
                        key=lambda j: j.arrival_s)   # stable: ties keep submission order
         most = self.options.reservations or len(queue)
+        # Slurm's main scheduler: priority order, and the first job that cannot start
+        # blocks the partition (22.05 schedule()); reservations are the backfill thread's
+        in_order_only = self.options.backfill_at_boundaries and not self._backfill_pass
         started: list[Assignment] = []
         reserved: list[Reservation] = []
         groups_of: dict[tuple, tuple[tuple[str, ...], ...]] = {}
         for job in queue:
             now_only = len(reserved) >= most
-            if now_only and job.gpus > timeline.free_count:
-                if timeline.free_count == 0:
+            if (now_only or in_order_only) and job.gpus > timeline.free_count:
+                if timeline.free_count == 0 or in_order_only:
                     break   # nothing free and no reservation left to give: all wait
                 continue
             groups = self.nodes_for(job, state, groups_of)
             if not groups:
                 continue   # no GPU of a type it may use: never runs, reserves nothing
             length = self.time_limit(job)
-            found = timeline.earliest(job, groups, length, now_only=now_only)
+            found = timeline.earliest(job, groups, length, now_only=now_only or in_order_only)
+            if in_order_only and found is None:
+                break      # the main scheduler stops at the first job that cannot start
             if found is None:
                 continue   # never fits (more GPUs than it may use), or not now
             at, gpus = found
@@ -317,17 +346,21 @@ class SlurmBackfillPolicy(PolicyBase):
         return tuple(groups)
 
 
-def fit(job: Job, groups: Sequence[Sequence[str]], free: Mapping[str, list[str]]
-        ) -> tuple[str, ...]:
+def fit(job: Job, groups: Sequence[Sequence[str]], free: Mapping[str, list[str]],
+        allowed: Container[str] | None = None) -> tuple[str, ...]:
     """The GPUs the job takes of ``free`` (nodes in the cluster's order), or ().
+    ``allowed``: the nodes of ``groups`` as a set, when the caller keeps one.
 
     As Slurm places: a gang that fits on one node goes to the first node in the cluster's
     order with room for it, of any type it may use; a larger one spreads over the nodes of the
     first type where it fits (in order), or over exactly ``job.nodes`` nodes with equal GPUs.
     """
     if job.nodes is None or job.nodes == 1:
-        allowed = {n for nodes in groups for n in nodes}
-        whole = next((n for n in free if n in allowed and len(free[n]) >= job.gpus), None)
+        if allowed is None:
+            allowed = {n for nodes in groups for n in nodes}
+        need = job.gpus   # (room first: on a busy site most nodes have none)
+        whole = next((n for n, room in free.items() if len(room) >= need and n in allowed),
+                     None)
         if whole is not None:
             return tuple(free[whole][: job.gpus])
         if job.nodes == 1:

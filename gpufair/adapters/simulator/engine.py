@@ -75,9 +75,16 @@ class TraceSimulator:
     def __init__(self, trace: Sequence[TraceJob], throughputs: Throughputs,
                  nodes: Sequence[Node], semantics: Semantics, round_s: float = 120.0, *,
                  elastic: bool = False, resize_overhead_s: float | None = None,
-                 elastic_max: int | None = None, capture: bool = False) -> None:
+                 elastic_max: int | None = None, capture: bool = False,
+                 round_phase_s: float | None = None) -> None:
         """``capture``: keep what the run did for a results directory (:attr:`capture`;
         nothing it keeps feeds back into the run).
+
+        ``round_phase_s``: round boundaries fall on the clock, at ``round_phase_s`` plus a
+        multiple of ``round_s``, as a resource manager's periodic pass does (Slurm's backfill
+        thread every ``bf_interval``, its phase set when slurmctld started), instead of
+        ``round_s`` after the arrival that found the cluster idle (None, the default). An
+        arrival between boundaries is then an event like a job's end.
 
         ``elastic``: trace jobs may run on 1..scale factor GPUs and be resized (the
         scale factor becomes their max GPUs, or ``elastic_max`` when larger, to let jobs
@@ -95,6 +102,12 @@ class TraceSimulator:
         if resize_overhead_s is not None and not 0 <= resize_overhead_s <= MAX_ROUND_S:
             raise InputError("--resize-overhead", f"must be a number of seconds from 0 to "
                              f"{MAX_ROUND_S:g}", field="resize_overhead", value=resize_overhead_s)
+        if round_phase_s is not None and not math.isfinite(round_phase_s):
+            raise InputError("--round-phase", "must be a finite number of seconds",
+                             field="round_phase", value=round_phase_s)
+        if round_phase_s is not None and semantics.round_ends_at_last_finish:
+            raise InputError("--round-phase", "needs --semantics clean (artifact rounds end "
+                             "at their last finish)", field="semantics", value=semantics.name)
         if resize_overhead_s is not None and not elastic:
             raise InputError("--resize-overhead", "only rigid jobs: give --elastic too",
                              field="resize_overhead", value=resize_overhead_s)
@@ -107,6 +120,7 @@ class TraceSimulator:
             else float(resize_overhead_s)
         self.semantics = semantics
         self.round_s = float(round_s)
+        self.round_phase_s = round_phase_s
         self.nodes = tuple(nodes)
         self._gpu_type = {g: n.gpu_type for n in self.nodes for g in n.gpu_ids()}
         self.num_gpus = len(self._gpu_type)
@@ -175,6 +189,7 @@ class TraceSimulator:
         #: actions carried out, batch-size switches), counted: a caller whose policy plans
         #: from those alone knows that an unchanged count means an unchanged plan
         self.changes = 0
+        self._align_round()
         self._admit()
 
     def _check_horizon(self) -> None:
@@ -402,6 +417,16 @@ class TraceSimulator:
             self._active.append(job)
             self._next_arrival += 1
 
+    def _align_round(self) -> None:
+        """With ``round_phase_s``, the round in progress is the one of the clock's grid that
+        ``now`` falls in, and ``now`` a boundary only if it is on the grid."""
+        if self.round_phase_s is None:
+            return
+        step = self.round_s
+        self._round_start = self.round_phase_s + \
+            math.floor((self.now - self.round_phase_s) / step + _EPS) * step
+        self.at_round_boundary = self.now - self._round_start <= _EPS * step
+
     def _next_arrival_time(self) -> float:
         if self._next_arrival < len(self.jobs):
             return self._arrivals[self._next_arrival]
@@ -538,6 +563,7 @@ class TraceSimulator:
                 self.capture.round_started(self.now, (), self._gpu_type)
             self.now = max(self.now, self._next_arrival_time())
             self.at_round_boundary = True
+            self._align_round()
             self._admit()
             return
         if self.at_round_boundary:

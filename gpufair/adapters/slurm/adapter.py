@@ -149,6 +149,17 @@ CHANGE_MARGIN_S = 5.0
 OWNER_HOLD_NOTE = "gpufair:ownerhold="
 
 
+def _batch_kind(action: Action) -> str | None:
+    """Which run of actions ``action`` may be sent with (:meth:`SlurmAdapter.apply_many`):
+    starts with starts, requeueing preemptions with preemptions; None alone (a suspend, a
+    move, a resize, a priority: their steps differ job to job)."""
+    if isinstance(action, Start):
+        return "start"
+    if isinstance(action, Preempt) and action.mode is not PreemptMode.SUSPEND:
+        return "preempt"
+    return None
+
+
 @dataclass
 class SlurmAdapter:
     transport: Transport = field(default_factory=CliTransport)
@@ -623,17 +634,19 @@ class SlurmAdapter:
         return ActionResult(action, True, ", ".join(done))
 
     def apply_many(self, actions: Sequence[Action]) -> list[ActionResult]:
-        """Carry ``actions`` out in order, each run of consecutive Starts together; one
-        outcome per action, as :meth:`apply_one` gives it.
+        """Carry ``actions`` out in order, each run of consecutive Starts, and each run of
+        consecutive requeueing Preempts, together; one outcome per action, as
+        :meth:`apply_one` gives it.
 
         Why: a first round on a large site starts thousands of jobs, and one start alone
         costs a read before it, a pin, a release and two reads to check them (~8 RPCs and 5
         processes; each read is the whole queue). Together, a run of starts shares one read
         before, one read per check and one ``scontrol release`` of all their ids; each keeps
         its own pin (22.05 takes no placement ``update`` for several jobs) and its own
-        outcome: a job that failed a step stops there, the others go on. Other actions go
-        one at a time, in their place. Once Slurm stops answering nothing more is sent:
-        the rest come back ``retry`` (the daemon drops the rest of the round)."""
+        outcome: a job that failed a step stops there, the others go on. A run of
+        preemptions likewise shares its reads and one ``scontrol requeuehold 1,2,3``. Other
+        actions go one at a time, in their place. Once Slurm stops answering nothing more is
+        sent: the rest come back ``retry`` (the daemon drops the rest of the round)."""
         results: list[ActionResult] = []
         first = 0
         while first < len(actions):
@@ -642,23 +655,23 @@ class SlurmAdapter:
                 results += [ActionResult(a, False, f"not sent: {lost.detail}", retry=True)
                             for a in actions[first:]]
                 break
-            end = first
-            while end < len(actions) and isinstance(actions[end], Start):
+            kind = _batch_kind(actions[first])
+            end = first + 1
+            while kind is not None and end < len(actions) and _batch_kind(actions[end]) == kind:
                 end += 1
-            if end > first:
-                results += self._start_many(list(actions[first:end]))
-                first = end
+            if kind is not None:
+                results += self._together(list(actions[first:end]))
             else:
                 results.append(self.apply_one(actions[first]))
-                first += 1
+            first = end
         return results
 
-    def _start_many(self, starts: list[Action]) -> list[ActionResult]:
-        """Starts together, step by step: step k of every start still going, then step
-        k + 1 (see :meth:`apply_many`)."""
+    def _together(self, batch: list[Action]) -> list[ActionResult]:
+        """Actions of one kind together, step by step: step k of every action still going,
+        then step k + 1 (see :meth:`apply_many`)."""
         results: dict[int, ActionResult] = {}
         steps: dict[int, list[Step]] = {}
-        for n, action in enumerate(starts):
+        for n, action in enumerate(batch):
             info = self._info(action.job_id)
             if info is None or self._job(action.job_id) is None:
                 results[n] = ActionResult(action, False,
@@ -673,15 +686,15 @@ class SlurmAdapter:
                 fresh = JobIndex(self.transport.read_jobs())
             except TransportError as exc:
                 for n in steps:
-                    results[n] = ActionResult(starts[n], False,
+                    results[n] = ActionResult(batch[n], False,
                                               f"cannot check the job first: {exc}", retry=True)
                 steps = {}
             for n in list(steps):
-                job = self._job(starts[n].job_id)
+                job = self._job(batch[n].job_id)
                 assert job is not None
-                problem = precondition(starts[n], job, fresh.find(starts[n].job_id))
+                problem = precondition(batch[n], job, fresh.find(batch[n].job_id))
                 if problem is not None:
-                    results[n] = ActionResult(starts[n], False, f"not applied: {problem}",
+                    results[n] = ActionResult(batch[n], False, f"not applied: {problem}",
                                               stale=True)
                     del steps[n]
         done: dict[int, list[str]] = {n: [] for n in steps}
@@ -693,7 +706,7 @@ class SlurmAdapter:
                     done[n].append(current[n].verb)
                     continue
                 after = f" (after {', '.join(done[n])})" if done[n] else ""
-                results[n] = ActionResult(starts[n], False, f"{current[n].verb} failed: "
+                results[n] = ActionResult(batch[n], False, f"{current[n].verb} failed: "
                                           f"{outcome.detail}{after}",
                                           retry=outcome.unavailable)
                 del steps[n]
@@ -701,12 +714,12 @@ class SlurmAdapter:
             lost = next((o for o in outcomes.values() if o.unavailable), None)
             if lost is not None:   # nothing more is sent: the rest wait for a later round
                 for n in [n for n, todo in steps.items() if phase < len(todo)]:
-                    results[n] = ActionResult(starts[n], False, f"not sent: {lost.detail} "
+                    results[n] = ActionResult(batch[n], False, f"not sent: {lost.detail} "
                                               f"(after {', '.join(done[n])})", retry=True)
                     del steps[n]
         for n in steps:
-            results[n] = ActionResult(starts[n], True, ", ".join(done[n]))
-        return [results[n] for n in range(len(starts))]
+            results[n] = ActionResult(batch[n], True, ", ".join(done[n]))
+        return [results[n] for n in range(len(batch))]
 
     def _steps_together(self, steps: Mapping[int, Step]) -> dict[int, CommandResult]:
         """One step of each of several actions: the checks against one read of the queue,
@@ -716,11 +729,12 @@ class SlurmAdapter:
         if checks:
             try:
                 index = JobIndex(self.transport.read_jobs())
+                read_at = self.clock()
             except TransportError as exc:
                 out.update({n: CommandResult(False, str(exc), unavailable=True)
                             for n in checks})
-            else:
-                out.update({n: self._verify(s, index.find(s.job_id, own=True))
+            else:   # one read for all: one wait past a revocation at most (read_at)
+                out.update({n: self._verify(s, index.find(s.job_id, own=True), read_at)
                             for n, s in checks.items()})
         grouped: dict[str, dict[int, Step]] = {}
         lost: CommandResult | None = None
@@ -763,8 +777,35 @@ class SlurmAdapter:
         """One job as Slurm shows it now (22.05's ``squeue --json`` ignores ``-j``)."""
         return find_record(self.transport.read_jobs(), job_id, own=own)
 
-    def _verify(self, step: Step, fresh: Mapping[str, Any] | None) -> CommandResult:
-        """That the step before took effect, before the next one builds on it."""
+    def _past_revocation(self, fresh: Mapping[str, Any], read_at: float) -> None:
+        """Before releasing a job requeued moments ago, wait into the second after the read
+        that shows it PENDING.
+
+        Why: a requeue — gpufair's own (a resize or move), its owner's ``scontrol requeue``,
+        an admin's, Slurm's after a node failure — revokes the incarnation's launch
+        credential on its nodes, with a time in whole seconds, before the job turns PENDING;
+        slurmd refuses a credential made in that same second ("Job credential revoked") and
+        the job ends FAILED. A restart right away on one of its nodes hit that about one
+        time in three on loopback Slurm, and in a 10-minute soak an owner's requeue restarted
+        0.05 s later did. Slurm itself keeps such a job back for ``cred_expire`` + 1 s (its
+        BeginTime); gpufair starts it sooner, so it waits this much. Slurm 22.05 resets a
+        requeued job's ``submit_time`` to the requeue: only a job requeued within the settle
+        window waits (a longer COMPLETING is gpufair's ``settle_timeout_s``)."""
+        restarts = fresh.get("restart_cnt")
+        requeued_at = fresh.get("submit_time")
+        if not isinstance(restarts, int) or restarts <= 0 or isinstance(requeued_at, bool) \
+                or not isinstance(requeued_at, (int, float)):
+            return
+        if read_at - float(requeued_at) > self.settings.settle_timeout_s + 1.0:
+            return
+        wait = math.floor(read_at) + 1.0 + REVOKE_MARGIN_S - self.clock()
+        if wait > 0:
+            self.sleep(wait)
+
+    def _verify(self, step: Step, fresh: Mapping[str, Any] | None,
+                read_at: float | None = None) -> CommandResult:
+        """That the step before took effect, before the next one builds on it. ``read_at``:
+        when ``fresh`` was read (this adapter's clock)."""
         if fresh is None:
             return CommandResult(False, "the job disappeared" if "_" not in step.job_id else
                                  "the array task has no record of its own (gone, or not "
@@ -782,6 +823,7 @@ class SlurmAdapter:
             wanted = set(expand_hostlist(step.as_fields()["NodeList"]))
             pinned = set(expand_hostlist(str(fresh.get("required_nodes") or "")))
             if state == "PENDING" and pinned == wanted:
+                self._past_revocation(fresh, self.clock() if read_at is None else read_at)
                 return CommandResult(True, "pinned")
             return CommandResult(False, f"the job is {state} on {sorted(pinned)}, not pinned "
                                  f"to {sorted(wanted)}")
@@ -800,13 +842,8 @@ class SlurmAdapter:
         raise ValueError(f"unknown check {step.verb}")
 
     def _await_pending(self, job_id: str) -> CommandResult:
-        """After a requeue the job is COMPLETING; updates then would be overwritten.
-
-        Once it is PENDING, wait into the next wall-clock second: the requeue revoked the
-        incarnation's launch credential on its nodes with a time in whole seconds, and
-        slurmd refuses a credential made in that same second ("Job credential revoked":
-        the job ends FAILED). A restart right away on one of its nodes — a resize that
-        keeps some of its GPUs — hit that about one time in three on loopback Slurm."""
+        """After a requeue the job is COMPLETING; updates then would be overwritten. (The
+        wait past the revoked credential comes before the release: :meth:`_past_revocation`.)"""
         deadline = self.clock() + self.settings.settle_timeout_s
         while self.clock() < deadline:
             try:
@@ -816,9 +853,6 @@ class SlurmAdapter:
             record = find_record(jobs, job_id, own=True)
             state = None if record is None else str(record.get("job_state"))
             if state == "PENDING":
-                now = self.clock()
-                wait = math.floor(now) + 1.0 + REVOKE_MARGIN_S - now
-                self.sleep(wait)
                 return CommandResult(True, "pending")
             self.sleep(0.25)
         return CommandResult(False, f"still not pending after "
@@ -905,6 +939,14 @@ def find_record(jobs: Mapping[str, Any], job_id: str, *, own: bool = False
     return JobIndex(jobs).find(job_id, own=own)
 
 
+def _id_key(value: Any) -> str:
+    """An id as text for lookup; "" for a number too long to print (Python refuses ``str``
+    of an int over 4,300 digits: ValueError), which is no job gpufair acts on anyway."""
+    if isinstance(value, int) and not -10 ** 18 < value < 10 ** 18:
+        return ""
+    return str(value)
+
+
 class JobIndex:
     """A jobs document indexed by job id and by array task, read once: the records of a
     whole batch of actions are then found in one pass over the queue, not one each."""
@@ -915,10 +957,10 @@ class JobIndex:
         for raw in jobs.get("jobs", ()):
             if not isinstance(raw, Mapping):
                 continue
-            self.by_id[str(raw.get("job_id"))] = raw
+            self.by_id[_id_key(raw.get("job_id"))] = raw
             if raw.get("array_task_id") is not None:
-                self.by_task.setdefault((str(raw.get("array_job_id")),
-                                         str(raw.get("array_task_id"))), raw)
+                self.by_task.setdefault((_id_key(raw.get("array_job_id")),
+                                         _id_key(raw.get("array_task_id"))), raw)
 
     def find(self, job_id: str, *, own: bool = False) -> Mapping[str, Any] | None:
         """The record of ``job_id``. An array task ``A_T`` is the record of that task once

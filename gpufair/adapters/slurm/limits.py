@@ -1,27 +1,49 @@
 """Slurm's association and QOS limits, read before gpufair releases a job (issue 29).
 
 A job that a limit forbids (an account's ``GrpTRES=gres/gpu=2`` already used, a user's
-``MaxJobs`` reached, a QOS's ``GrpJobs``...) was recognised only from Slurm's pending reason
-*after* gpufair had released it onto GPUs booked for it, which then idled until the next round.
-Here the limits are read first, from ``scontrol show assoc_mgr flags=assoc,qos``: slurmctld's
-own copy of them with the current use in parentheses (``GrpTRES=...,gres/gpu=2(1),...``,
-``MaxJobs=5(0)``), so it needs neither slurmdbd's CLI nor a count of jobs in partitions gpufair
-does not see. :func:`admit` then keeps a waiting job out of the round while starting it would
-break one of them, counting the jobs admitted before it, so no GPU is booked for a job Slurm
-will not run; it is offered again as soon as the use falls (a job ends).
+``MaxJobs`` reached, a QOS's ``MaxTRESPerJob``...) was recognised only from Slurm's pending
+reason *after* gpufair had released it onto GPUs booked for it, which then idled until the
+next round. Here the limits are read first, from ``scontrol show assoc_mgr flags=assoc,qos``:
+slurmctld's own copy of them with the current use in parentheses
+(``GrpTRES=cpu=8(3),...,gres/gpu:k80=1(2)``, ``MaxJobs=5(0)``), so it needs neither
+slurmdbd's CLI nor a count of jobs in partitions gpufair does not see. :func:`admit` then
+keeps a waiting job out of the round while starting it would break one of them, counting the
+jobs admitted before it, so no GPU is booked for a job Slurm will not run; it is offered
+again as soon as the use falls (a job ends).
 
-What is modelled: GPUs (``gres/gpu``, untyped) and running jobs, per association (the job's
-user association, its account and every parent account up to root: ``GrpTRES``, ``GrpJobs``,
-and the user association's ``MaxJobs``) and per QOS (``GrpTRES``, ``GrpJobs``, and the per-user
-and per-account ``MaxTRESPU``/``MaxJobsPU``/``MaxTRESPA``/``MaxJobsPA``, which 22.05's
-assoc_mgr prints only for users and accounts that already have a job in the QOS). Other limits
-(typed GPU TRES, CPUs, memory, nodes, ``MaxTRESPerJob``, ``MaxSubmit``, wall-time minutes) are
-still left to Slurm's refusal (``translate.refused``), as before.
+A job's demand is what Slurm checks its limits against: its TRES request (``tres_req_str``:
+``cpu=2,mem=4000M,node=1,billing=2,gres/gpu=1,gres/gpu:k80=1``), its node count and its
+time limit. A typed request (``--gres=gpu:k80:1``) counts against both ``gres/gpu`` and
+``gres/gpu:k80``; an untyped one only against ``gres/gpu`` (22.05 starts an untyped job on a
+type whose typed limit is full: tried on the loopback cluster), though once running it adds
+to the typed use shown.
+
+What is modelled, per association (the job's user association: every limit below; its
+account and each parent account up to root: the ``Grp`` ones) and per QOS (the job's QOS:
+every limit; per account and per user: ``MaxTRESPA``/``MaxJobsPA``, ``MaxTRESPU``/
+``MaxJobsPU``, which 22.05's assoc_mgr prints only for accounts and users that already have a
+job in the QOS), for any TRES (GPUs typed or not, CPUs, memory, nodes, billing...):
+
+- in use plus the job's request within the limit: ``GrpTRES``, ``MaxTRESPU``/``PA``,
+  ``GrpJobs``, ``MaxJobs``, ``MaxJobsPU``/``PA``; and ``GrpTRESRunMins`` (the running jobs'
+  TRES times their time left, plus the job's TRES times its time limit);
+- the job's own request within the limit: ``MaxTRESPerJob``, ``MaxTRESPerNode`` (its TRES
+  over its nodes), ``MaxTRESMinsPerJob`` (TRES times its time limit), ``MaxWall``;
+- spent below the limit: ``GrpTRESMins`` and ``GrpWall`` (the decayed use slurmctld shows;
+  once reached no job starts). With ``AccountingStorageEnforce=safe`` Slurm also refuses a
+  job that *could* pass the limit before it ends: that stricter check is left to Slurm.
+
+Not read ahead (still left to Slurm's refusal, ``translate.refused``): ``MaxSubmitJobs`` and
+``GrpSubmitJobs`` (enforced at submission: a job already queued is within them), a
+partition's QOS, licences, the ``safe`` check above, and a TRES-minutes or run-minutes limit
+for a job without a time limit.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,40 +56,135 @@ from gpufair.model import ClusterState, Job, JobState
 ASSOC_MGR_ARGV = ("scontrol", "show", "assoc_mgr", "flags=assoc,qos")
 
 _LIMIT = re.compile(r"^(N|\d{1,12})\((\d{1,20})(?:\.\d+)?\)$")
-_GPU_TRES = re.compile(r"(?:^|,)gres/gpu=(N|\d{1,12})\((\d{1,20})\)(?:,|$)")
+#: one TRES of a list: ``gres/gpu:k80=1(2)`` (with its use) or ``mem=30000`` (a per-job limit)
+_ITEM = r"[a-z_]+(?:/[^=,()]+)?=(?:N|\d{1,20})(?:\(\d{1,20}(?:\.\d+)?\))?"
+_TRES = re.compile(_ITEM)
+#: a whole list, checked in one pass (most items are ``N(use)``: no limit, nothing to keep)
+_TRES_LIST = re.compile(rf"{_ITEM}(?:,{_ITEM})*")
+#: a list with a limit at all (most have none: ``N(use)`` only)
+_ANY_LIMIT = re.compile(r"=\d")
+#: the limited items of a list that :data:`_TRES_LIST` matched
+_LIMITED = re.compile(r"(?:^|,)([a-z_]+(?:/[^=,()]+)?)=(\d{1,20})(?:\((\d{1,20})(?:\.\d+)?\))?"
+                      r"(?=,|$)")
+#: one TRES of a job's request: ``mem=4000M``, ``gres/gpu:k80=1``
+_REQUEST = re.compile(r"^([a-z_]+(?:/[^=,]+)?)=(\d{1,20})([KMGTP]?)$")
+_MB = {"K": 1 / 1024, "M": 1, "": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 _NAMED = re.compile(r"^(.*)\((\d{1,12})\)$")
+#: sacctmgr's names of the limits, for the reasons people read
+_SACCTMGR = {"MaxTRESPJ": "MaxTRESPerJob", "MaxTRESPN": "MaxTRESPerNode",
+             "MaxTRESMinsPJ": "MaxTRESMinsPerJob", "MaxWallPJ": "MaxWall",
+             "MaxTRESPU": "MaxTRESPerUser", "MaxTRESPA": "MaxTRESPerAccount",
+             "MaxJobsPU": "MaxJobsPerUser", "MaxJobsPA": "MaxJobsPerAccount"}
 
 
 class BadLimits(ValueError):
-    """The assoc_mgr text is not what 22.05 prints (names the line)."""
+    """The assoc_mgr text is not what 22.05 prints (names the line and the field)."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        super().__init__(f"assoc_mgr line {line}: {problem}")
+        self.line = line
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What one job asks, as Slurm's limits count it: its TRES (memory in MB), its nodes and
+    its time limit in minutes (None: none known)."""
+
+    tres: Mapping[str, int]
+    nodes: int = 1
+    minutes: float | None = None
+
+
+@dataclass(slots=True)
+class Cap:
+    """One limit of one association or QOS: ``name`` as assoc_mgr prints it (``GrpTRES``,
+    ``MaxTRESPJ``...), on ``tres`` ('' for a job count or wall time), of kind:
+
+    - ``sum``: in use plus the job's request at most ``limit``, charged as jobs start;
+    - ``jobs``: running jobs, one more at most ``limit``;
+    - ``run_mins``: in use plus the request times the job's time limit;
+    - ``job``, ``node``, ``job_mins``, ``wall``: the job's own request (per node, times its
+      time limit, its time limit) at most ``limit``;
+    - ``spent``: no job starts once the use reached ``limit``."""
+
+    name: str
+    kind: str
+    tres: str
+    limit: int
+    used: int = 0
+
+    def asked(self, demand: Demand) -> float | None:
+        """What the job adds to this limit (None: it cannot be told, no time limit)."""
+        if self.kind == "jobs":
+            return 1
+        if self.kind == "wall":
+            return demand.minutes
+        if self.kind == "spent" and not self.tres:
+            return 1
+        count = demand.tres.get(self.tres, 0)
+        if self.kind == "node":
+            return math.ceil(count / max(1, demand.nodes))
+        if self.kind in ("run_mins", "job_mins"):
+            return None if demand.minutes is None else count * demand.minutes
+        return count
+
+    def refuses(self, demand: Demand) -> str | None:
+        """Why this limit forbids the job's start now (None: it allows it)."""
+        asked = self.asked(demand)
+        if asked is None:
+            return None
+        what = f"{_SACCTMGR.get(self.name, self.name)}{' ' + self.tres if self.tres else ''}"
+        if self.kind == "spent":     # GrpWall counts every job; GrpTRESMins those of its TRES
+            if (self.tres and not asked) or self.used < self.limit:
+                return None
+            return f"{what}: {self.used} used of {self.limit}"
+        if self.kind in ("job", "node", "job_mins", "wall"):
+            if asked <= self.limit:
+                return None
+            per = {"node": " per node", "job_mins": " (TRES-minutes)",
+                   "wall": " (minutes)"}.get(self.kind, "")
+            return f"{what}: the job asks {_number(asked)}{per}, the limit is {self.limit}"
+        if not asked or self.used + asked <= self.limit:
+            return None
+        return f"{what}: {self.used} in use + {_number(asked)} asked > {self.limit}"
+
+    def charge(self, demand: Demand) -> None:
+        if self.kind in ("sum", "jobs", "run_mins"):
+            self.used += math.ceil(self.asked(demand) or 0)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
 
 
 @dataclass
 class Budget:
-    """One limit group: at most ``gpus`` GPUs and ``jobs`` running jobs (None: no limit), of
-    which ``used_gpus`` and ``used_jobs`` are in use; charged as jobs are admitted."""
+    """The limits of one association or QOS (or a QOS's per-user/per-account record) that a
+    job counts in, charged as jobs are admitted."""
 
     label: str
-    gpus: int | None = None
-    jobs: int | None = None
-    used_gpus: int = 0
-    used_jobs: int = 0
+    caps: list[Cap] = field(default_factory=list)
 
-    def refuses(self, gpus: int) -> str | None:
-        """Why one more job of ``gpus`` GPUs would break this limit, or None."""
-        if self.gpus is not None and self.used_gpus + gpus > self.gpus:
-            return f"{self.label} GPU limit {self.gpus} ({self.used_gpus} in use)"
-        if self.jobs is not None and self.used_jobs + 1 > self.jobs:
-            return f"{self.label} job limit {self.jobs} ({self.used_jobs} running)"
+    def refuses(self, demand: Demand) -> str | None:
+        """Why one more job of this demand would break one of these limits, or None."""
+        for cap in self.caps:
+            why = cap.refuses(demand)
+            if why is not None:
+                return f"{self.label} {why}"
         return None
 
-    def charge(self, gpus: int) -> None:
-        self.used_gpus += gpus
-        self.used_jobs += 1
+    def charge(self, demand: Demand) -> None:
+        for cap in self.caps:
+            cap.charge(demand)
+
+    def copy(self) -> Budget:
+        """A copy to charge, the limits read left as they were."""
+        return Budget(self.label, [copy.copy(cap) for cap in self.caps])
 
     @property
     def limits(self) -> bool:
-        return self.gpus is not None or self.jobs is not None
+        return bool(self.caps)
 
 
 @dataclass
@@ -76,7 +193,8 @@ class _Association:
     user: str
     partition: str
     parent: str                      # the parent account ('' for root and user associations)
-    budget: Budget
+    budget: Budget                   # the Grp limits: count for every association below it
+    own: Budget                      # the Max limits: count for the association's own jobs
 
 
 @dataclass
@@ -99,8 +217,8 @@ class Limits:
             mine = self.associations.get((account, user, part))
             if mine is not None:
                 break
-        if mine is not None:
-            found.append(mine.budget)
+        if mine is not None:      # its own limits first: those a job can never get past
+            found += (mine.own, mine.budget)
         seen: set[str] = set()
         name = account
         while name and name not in seen:      # the account and its parents, up to root
@@ -118,26 +236,38 @@ class Limits:
         return [b for b in found if b.limits]
 
 
-def _value(text: str, line: int) -> tuple[int | None, int]:
+def _value(key: str, text: str, line: int) -> tuple[int | None, int]:
     """``N(3)`` → (None, 3); ``5(2)`` → (5, 2); ``''`` → (None, 0)."""
     if text == "":
         return None, 0
     match = _LIMIT.match(text)
     if match is None:
-        raise BadLimits(f"assoc_mgr line {line}: not LIMIT(USE): {text[:60]!r}")
+        raise BadLimits(line, f"{key}: not LIMIT(USE): {text[:60]!r}")
     return (None if match.group(1) == "N" else int(match.group(1))), int(match.group(2))
 
 
-def _gpus(tres: str, line: int) -> tuple[int | None, int]:
-    """The ``gres/gpu=L(U)`` part of a TRES list (None, 0 when it names no GPUs)."""
-    if not tres:
-        return None, 0
-    match = _GPU_TRES.search(tres)
-    if match is None:
-        if "gres/gpu=" in tres:
-            raise BadLimits(f"assoc_mgr line {line}: unreadable gres/gpu in {tres[:80]!r}")
-        return None, 0
-    return (None if match.group(1) == "N" else int(match.group(1))), int(match.group(2))
+def _tres_caps(name: str, kind: str, text: str, line: int) -> list[Cap]:
+    """The limited TRES of one list (``cpu=N(2),gres/gpu=2(1)``; ``mem=30000,gres/gpu=2``)."""
+    if not text:
+        return []
+    limited = _limited(text)
+    if limited is None:
+        bad = next((i for i in text.split(",") if _TRES.fullmatch(i) is None), text)
+        raise BadLimits(line, f"{name}: not TRES=LIMIT(USE): {bad[:60]!r}")
+    return [Cap(name, kind, tres, limit, used) for tres, limit, used in limited]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _limited(text: str) -> tuple[tuple[str, int, int], ...] | None:
+    """(TRES, limit, use) of the limited items of a list; None: not a TRES list. Cached: the
+    same lists come back in every association (``cpu=N(0),mem=N(0),...`` of idle ones) and
+    in every round (a record's use changes only when its jobs start or end)."""
+    if _TRES_LIST.fullmatch(text) is None:
+        return None
+    if _ANY_LIMIT.search(text) is None:
+        return ()
+    return tuple((tres, int(limit), int(used or 0))
+                 for tres, limit, used in _LIMITED.findall(text))
 
 
 def _name(text: str) -> str:
@@ -156,6 +286,14 @@ def _words(line: str, number: int) -> dict[str, tuple[str, int]]:
     return pairs
 
 
+#: the limits of an association or QOS that count for everything below it, by assoc_mgr's
+#: name and kind; and those that count for its own jobs only (a user association's, a QOS's)
+_GROUP = (("GrpTRES", "sum"), ("GrpTRESRunMins", "run_mins"), ("GrpTRESMins", "spent"))
+_GROUP_COUNTS = (("GrpJobs", "jobs"), ("GrpWall", "spent"))
+_OWN = (("MaxTRESPJ", "job"), ("MaxTRESPN", "node"), ("MaxTRESMinsPJ", "job_mins"))
+_OWN_COUNTS = (("MaxJobs", "jobs"),)
+
+
 def parse_assoc_mgr(text: str) -> Limits:
     """The limits of ``scontrol show assoc_mgr flags=assoc,qos`` (22.05's text)."""
     limits = Limits()
@@ -164,45 +302,52 @@ def parse_assoc_mgr(text: str) -> Limits:
     sub = ""                       # the account or uid of a QOS's sub-record
     qos_name = ""
 
-    def get(key: str) -> str:
-        return record.get(key, ("", 0))[0]
+    def caps(tres: Iterable[tuple[str, str]], counts: Iterable[tuple[str, str]]
+             ) -> list[Cap]:
+        found = []
+        for key, how in tres:
+            value, line = record.get(key, ("", 0))
+            found += _tres_caps(key, how, value, line)
+        for key, how in counts:
+            value, line = record.get(key, ("", 0))
+            limit, used = _value(key, value, line)
+            if limit is not None:
+                found.append(Cap(key, how, "", limit, used))
+        return found
 
-    def limit(key: str) -> tuple[int | None, int]:
-        value, line = record.get(key, ("", 0))
-        return _value(value, line)
-
-    def gpus_of(key: str) -> tuple[int | None, int]:
-        value, line = record.get(key, ("", 0))
-        return _gpus(value, line)
+    def wall() -> list[Cap]:
+        value, line = record.get("MaxWallPJ", ("", 0))
+        if not value:
+            return []
+        if not value.isdigit() or len(value) > 12:
+            raise BadLimits(line, f"MaxWallPJ: not minutes: {value[:40]!r}")
+        return [Cap("MaxWallPJ", "wall", "", int(value))]
 
     def close() -> None:
         if kind == "assoc":
-            gpus, used_gpus = gpus_of("GrpTRES")
-            jobs, used_jobs = limit("GrpJobs")
             user = _name(get("UserName"))
-            if user:   # MaxJobs of a user association: that user's running jobs there
-                max_jobs, max_used = limit("MaxJobs")
-                if max_jobs is not None and (jobs is None or max_jobs < jobs):
-                    jobs, used_jobs = max_jobs, max_used
             account = get("Account")
             label = (f"user {user} in account {account}" if user else f"account {account}")
             key = (account, user, get("Partition"))
+            own = caps(_OWN, _OWN_COUNTS) + wall() if user else []
             limits.associations[key] = _Association(
                 account, user, key[2], _name(get("ParentAccount")),
-                Budget(f"association ({label})", gpus, jobs, used_gpus, used_jobs))
+                Budget(f"association ({label})", caps(_GROUP, _GROUP_COUNTS)),
+                Budget(f"association ({label})", own))
         elif kind == "qos":
-            gpus, used_gpus = gpus_of("GrpTRES")
-            jobs, used_jobs = limit("GrpJobs")
-            limits.qos[qos_name] = Budget(f"QOS {qos_name}", gpus, jobs, used_gpus, used_jobs)
+            limits.qos[qos_name] = Budget(
+                f"QOS {qos_name}", caps(_GROUP + _OWN, _GROUP_COUNTS) + wall())
         elif kind in ("qos-account", "qos-user"):
             suffix = "PA" if kind == "qos-account" else "PU"
-            gpus, used_gpus = gpus_of(f"MaxTRES{suffix}")
-            jobs, used_jobs = limit(f"MaxJobs{suffix}")
             who = f"account {sub}" if kind == "qos-account" else f"uid {sub}"
             table = limits.qos_accounts if kind == "qos-account" else limits.qos_users
-            table[(qos_name, sub)] = Budget(f"QOS {qos_name} per {who}", gpus, jobs,
-                                            used_gpus, used_jobs)
+            table[(qos_name, sub)] = Budget(
+                f"QOS {qos_name} for {who}",
+                caps(((f"MaxTRES{suffix}", "sum"),), ((f"MaxJobs{suffix}", "jobs"),)))
         record.clear()
+
+    def get(key: str) -> str:
+        return record.get(key, ("", 0))[0]
 
     section = ""
     for number, line in enumerate(text.splitlines(), 1):
@@ -217,7 +362,10 @@ def parse_assoc_mgr(text: str) -> Limits:
         elif stripped.startswith("QOS="):
             close()
             kind, section = "qos", ""
-            qos_name = _name(stripped.split("=", 1)[1].split()[0])
+            named = stripped[len("QOS="):].split()
+            if not named:
+                raise BadLimits(number, "QOS record without a name")
+            qos_name = _name(named[0])
         elif stripped in ("Account Limits", "User Limits"):
             close()
             section, kind = stripped, ""
@@ -231,38 +379,59 @@ def parse_assoc_mgr(text: str) -> Limits:
     return limits
 
 
-def admit(jobs: Iterable[tuple[str, int, tuple[str, str, int | None, str, str]]],
-          starting: Iterable[tuple[int, tuple[str, str, int | None, str, str]]],
+#: who a job counts for: (account, user name, uid, partition, QOS)
+Who = tuple[str, str, int | None, str, str]
+
+
+def admit(jobs: Iterable[tuple[str, Demand, Who]], starting: Iterable[tuple[Demand, Who]],
           limits: Limits) -> dict[str, str]:
     """The waiting jobs a limit keeps out, each with why.
 
-    ``jobs``: (id, GPUs, (account, user, uid, partition, QOS)) of the waiting jobs in the
-    order the round would consider them (submission order); ``starting``: (GPUs, who) of the
-    jobs gpufair released that Slurm has not started yet, which assoc_mgr does not count in
-    use yet. A job is admitted while every limit it counts in has room for it, and then
+    ``jobs``: (id, demand, (account, user, uid, partition, QOS)) of the waiting jobs in the
+    order the round would consider them (submission order); ``starting``: (demand, who) of
+    the jobs gpufair released that Slurm has not started yet, which assoc_mgr does not count
+    in use yet. A job is admitted while every limit it counts in has room for it, and then
     charged, so the jobs admitted together fit too. ``limits`` is left as it was."""
-    limits = copy.deepcopy(limits)
-    groups: dict[tuple[str, str, int | None, str, str], list[Budget]] = {}
+    groups: dict[Who, list[Budget]] = {}
+    copies: dict[int, Budget] = {}      # charged: copies of those the jobs count in only
 
-    def budgets(who: tuple[str, str, int | None, str, str]) -> list[Budget]:
+    def budgets(who: Who) -> list[Budget]:
         if who not in groups:
-            groups[who] = limits.budgets(*who)
+            groups[who] = [copies.setdefault(id(b), b.copy()) for b in limits.budgets(*who)]
         return groups[who]
 
-    for gpus, who in starting:
+    for demand, who in starting:
         for budget in budgets(who):
-            budget.charge(gpus)
+            budget.charge(demand)
     kept_out: dict[str, str] = {}
-    for job_id, gpus, who in jobs:
+    for job_id, demand, who in jobs:
         mine = budgets(who)
-        why = next((r for b in mine if (r := b.refuses(gpus)) is not None), None)
+        why = next((r for b in mine if (r := b.refuses(demand)) is not None), None)
         if why is not None:
             kept_out[job_id] = f"a Slurm limit forbids its start now: {why}"
             continue
         for budget in mine:
-            budget.charge(gpus)
+            budget.charge(demand)
     return kept_out
 
+
+def demand(job: Job, info: SlurmJobInfo) -> Demand:
+    """What Slurm counts of ``job`` against its limits: its TRES request as slurmctld holds
+    it (``tres_req_str``; a TRES it prints in a form not known here is not counted), with
+    its GPUs (and their type, if it asked one) as the model has them, whatever the string
+    says; its nodes; its time limit."""
+    tres: dict[str, int] = {}
+    for item in info.tres_req.split(",") if info.tres_req else ():
+        match = _REQUEST.match(item)
+        if match is None:
+            continue
+        name, count, unit = match.groups()
+        tres[name] = math.ceil(int(count) * _MB[unit]) if name == "mem" else int(count)
+    tres["gres/gpu"] = job.gpus
+    if info.gpu_type:
+        tres[f"gres/gpu:{info.gpu_type}"] = job.gpus
+    minutes = None if job.time_limit_s is None else job.time_limit_s / 60.0
+    return Demand(tres, max(1, tres.get("node", info.node_count)), minutes)
 
 
 def read_limits(transport: object) -> Limits | None:
@@ -277,10 +446,10 @@ def within_limits(state: ClusterState, infos: Mapping[str, SlurmJobInfo], limits
     """``state`` without the waiting jobs a limit forbids to start now, and those jobs with
     why. Jobs the state shows running that Slurm still shows pending (released by gpufair,
     not started yet) are charged first: assoc_mgr counts them only once they run."""
-    starting = [(j.gpus, infos[j.id].counted_as) for j in state.jobs
+    starting = [(demand(j, infos[j.id]), infos[j.id].counted_as) for j in state.jobs
                 if j.state is JobState.RUNNING and j.id in infos
                 and infos[j.id].raw_state == "PENDING"]
-    waiting = [(j.id, j.gpus, infos[j.id].counted_as) for j in state.jobs
+    waiting = [(j.id, demand(j, infos[j.id]), infos[j.id].counted_as) for j in state.jobs
                if j.state is JobState.PENDING and j.id in infos]
     kept_out = admit(waiting, starting, limits)
     if not kept_out:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from gpufair.adapters.slurm.transport import TransportError
+from gpufair.adapters.slurm.transport import NotSaved, TransportError
 
 log = logging.getLogger("gpufair.slurm")
 T = TypeVar("T")
@@ -29,6 +29,8 @@ def read_beside(transport: object, argv: Sequence[str], parse: Callable[[str], T
         return None
     try:
         return parse(read_text(list(argv)))
+    except NotSaved:        # a dry run of saved files without this one: no warning
+        return None
     except (TransportError, ValueError) as exc:
         log.warning("%s not read (%s): left to Slurm this round", what, exc)
         return None

@@ -137,6 +137,8 @@ class SlurmJobInfo:
     #: who Slurm's association and QOS limits count it for: (account, user name, uid,
     #: partition, QOS), see :mod:`gpufair.adapters.slurm.limits`
     counted_as: tuple[str, str, int | None, str, str] = ("", "", None, "", "")
+    #: its TRES request as Slurm counts it against those limits (``tres_req_str``)
+    tres_req: str = ""
 
     @property
     def control_id(self) -> str:
@@ -442,7 +444,11 @@ def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
         if name not in names:
             continue
         text = raw.get("active_features") or raw.get("features") or ""
-        features[name] = frozenset(f for f in str(text).split(",") if f)
+        # a list of names (newer versions' documents), or anything else (a damaged file):
+        # no features, so no --constraint job is placed there (str() of a huge int raised)
+        words = text.split(",") if isinstance(text, str) else \
+            [w for w in text if isinstance(w, str)] if isinstance(text, list) else []
+        features[name] = frozenset(f for f in words if f)
         for part in raw.get("partitions") or ():
             if isinstance(part, str):
                 partitions.setdefault(part, set()).add(name)
@@ -723,10 +729,28 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job
     if typed is None:
         per_job = parse_gpu_entries(_text(raw, "tres_per_job"))
         typed = per_job[0].gpu_type if per_job else None
-    if job.state is JobState.RUNNING:   # its node count is the move's or resize's to set
+    if job.state is JobState.RUNNING:   # its node count is the move's or resize's to set...
         nodes = job.nodes
+    fixed = _fixed_node_count(raw)
+    if fixed is not None:               # ... unless the job fixed it (-N n)
+        nodes = fixed
     return job_replaced(job, allowed_nodes=allowed, nodes=nodes,
                         gpu_types=(typed,) if typed else None)
+
+
+def _fixed_node_count(raw: Mapping[str, Any]) -> int | None:
+    """The node count a job fixed with ``-N n`` (``max_nodes`` = ``node_count``), else None.
+
+    Why: Slurm refuses to place such a job on another count ("Node count specification
+    invalid"), and worse, the refused ``scontrol update`` is half applied: the node list
+    stays and NumCPUs doubles, so the job is BadConstraints for good, however it is pinned
+    again (issue 29 soak: a ``-N 1`` two-GPU job moved onto one GPU on each of two nodes
+    never ran again). A range (``-N 1-2``) is left open: the model has exact counts only."""
+    most = _int(raw, "max_nodes")
+    count = _int(raw, "node_count")
+    if not most or most == _NO_VAL or not count or count != most:
+        return None
+    return count
 
 
 def _eligible(raw: Mapping[str, Any], site: _Site, now: float) -> None:
@@ -1197,6 +1221,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
         eligible_s=_num(raw, "eligible_time") or 0.0,
         evaluated_s=_num(raw, "last_sched_evaluation") or 0.0,
         counted_as=(account, user, user_id, partition, _text(raw, "qos")),
+        tres_req=_text(raw, "tres_req_str"),
     )
     return job, info
 

@@ -143,7 +143,7 @@ def _nodes_stamp(doc: Mapping[str, Any]) -> int:
 #: 1,2,3``), reporting each id that failed on a line of its own ("Job has already finished
 #: for job 4"; checked on the loopback cluster). An ``update`` of a job's placement is not
 #: among them: 22.05 refuses ``JobId=2,3 NodeList=...`` outright ("Invalid job ID 2,3").
-MANY_VERBS = frozenset({"release", "hold", "uhold"})
+MANY_VERBS = frozenset({"release", "hold", "uhold", "requeue", "requeuehold"})
 _PER_ID_ERROR = re.compile(r"^(?P<why>.+) for job (?P<id>\d+(?:_\d+)?)$")
 
 
@@ -271,6 +271,10 @@ class CliTransport:
         return outcomes
 
 
+class NotSaved(TransportError):
+    """A dry run of saved files has no output of this command."""
+
+
 class FileTransport:
     """Saved ``squeue --json`` and ``sinfo --json`` files, read as if Slurm answered them: a
     dry run of raw files goes through the same snapshot logic as the daemon. Writes are
@@ -278,9 +282,20 @@ class FileTransport:
 
     name = "files"
 
-    def __init__(self, squeue: Mapping[str, Any], sinfo: Mapping[str, Any]) -> None:
+    def __init__(self, squeue: Mapping[str, Any], sinfo: Mapping[str, Any],
+                 texts: Mapping[tuple[str, ...], str] | None = None) -> None:
         self.jobs = dict(squeue)
         self.nodes = dict(sinfo)
+        #: saved output of the scontrol reads beside them (the limits), by argv
+        self.texts = dict(texts or {})
+
+    def read_text(self, argv: Sequence[str]) -> str:
+        """A saved command's output; one not saved is :class:`NotSaved` (read as before
+        any such read existed: not at all)."""
+        text = self.texts.get(tuple(argv))
+        if text is None:
+            raise NotSaved(f"{' '.join(argv)}: not among the saved files")
+        return text
 
     def read_jobs(self) -> dict[str, Any]:
         return self.jobs

@@ -169,11 +169,19 @@ class AfsPolicy(PolicyBase):
         current: dict[str, tuple[str, int]] = {}
         claimed = dict.fromkeys(pools, 0)
         order = {t: i for i, t in enumerate(pools)}
+        # the types with a node each restriction allows: a site's jobs share a few
+        # restrictions (partitions, features), and a set of every job's nodes per type cost
+        # 10,000 jobs seconds (issue 30)
+        reachable: dict[tuple[str, ...], set[str]] = {}
         for job in active:
             rungs = {}
+            allowed = job.allowed_nodes
+            if allowed is not None and allowed not in reachable:
+                nodes = set(allowed)
+                reachable[allowed] = {t for t in pools
+                                      if layout.node_sets.get(t, frozenset()) & nodes}
             for gpu_type, pool in pools.items():
-                if job.allowed_nodes is not None and not \
-                        layout.node_sets.get(gpu_type, frozenset()) & set(job.allowed_nodes):
+                if allowed is not None and gpu_type not in reachable[allowed]:
                     continue
                 rung = ladder(job, gpu_type, pool.gpus, pool.sizes)
                 if rung is not None:
@@ -248,7 +256,8 @@ class AfsPolicy(PolicyBase):
                 end = self.quantum_end_s.setdefault(r.key, _next_unit(run, unit))
                 if run < end:
                     keep.append(r.key)
-        rest = sorted((r.key for r in rungs if r.key not in keep),
+        kept = set(keep)   # (a look-up in the list per job was quadratic at a site's size)
+        rest = sorted((r.key for r in rungs if r.key not in kept),
                       key=lambda k: (math.floor(self.run_s.get(k, 0.0) / unit),
                                      self._scan[k]))
         got = processor_sharing(rungs, gpus, keep=keep, order=rest)

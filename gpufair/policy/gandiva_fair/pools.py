@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from gpufair.model import Job
-from gpufair.policy.gandiva_fair.tickets import water_fill
+from gpufair.policy.gandiva_fair.tickets import water_fill_arrays
 
 #: Tickets of a user who has jobs in a pool but no entitlement there (it sold it): enough
 #: to be scheduled when nobody entitled wants the GPUs (bonus share), never before them.
@@ -48,16 +48,15 @@ class PoolView:
         self.user_index = {u: i for i, u in enumerate(self.users)}
         self.weights = np.array([max(entitlement.get(u, 0.0), NO_ENTITLEMENT)
                                  for u in self.users])
-        self._weight_list = self.weights.tolist()
         self.gpus = np.zeros((len(self.servers), len(self.users)))   # GPUs by server, user
         # its column sums, kept as GPUs are added: whole numbers, so exactly what summing
         # the matrix gives, without a pass over every server at each prospect (issue 30)
         self._demand = np.zeros(len(self.users))
-        self._fractions: dict[tuple[str, int], float] = {}
+        self._filled: dict[tuple[str | None, int], tuple[np.ndarray, np.ndarray, float]] = {}
         self._masks: dict[tuple[str, ...] | None, np.ndarray] = {}
 
     def add(self, user: str, parts: Mapping[str, int], sign: int = 1) -> None:
-        self._fractions.clear()
+        self._filled.clear()
         column = self.user_index[user]
         for server, count in parts.items():
             self.gpus[self.index[server], column] += sign * count
@@ -67,41 +66,42 @@ class PoolView:
         """GPUs of demand per user (a fresh array: callers change it)."""
         return self._demand.copy()
 
-    def _present(self, demands: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
-        """(demand, tickets) of the users with demand here, in user order: water_fill's
-        arguments, built from lists rather than one numpy scalar per user."""
-        users, weights, values = self.users, self._weight_list, demands.tolist()
-        index = np.flatnonzero(demands > 0).tolist()
-        return {users[i]: values[i] for i in index}, {users[i]: weights[i] for i in index}
+    def _fill(self, user: str | None = None, delta: int = 0
+              ) -> tuple[np.ndarray, np.ndarray, float]:
+        """(demands, water-filled share, level) if ``user``'s demand changed by ``delta``
+        GPUs; kept until the pool changes, as a placement asks for the same fill twice
+        (the prospect's loads and the user's share of time)."""
+        key = (user, delta) if delta else (None, 0)
+        found = self._filled.get(key)
+        if found is None:
+            demands = self.demands()
+            if key[0] is not None:
+                demands[self.user_index[user]] += delta
+            share, level = water_fill_arrays(float(self.capacity), self.weights, demands)
+            found = self._filled[key] = (demands, share, level)
+        return found
 
-    def per_gpu(self, demands: np.ndarray | None = None) -> np.ndarray:
+    def per_gpu(self) -> np.ndarray:
         """Eq. (1) with effective tickets: each user's water-filled tickets over its demand
         in this pool (0 for users without demand here)."""
-        demands = self.demands() if demands is None else demands
-        present, weights = self._present(demands)
-        if not present:
-            return np.zeros(len(self.users))
-        _, effective = water_fill(float(self.capacity), weights, present)
-        out = np.zeros(len(self.users))
-        for u, t in effective.items():
-            out[self.user_index[u]] = t / present[u]
+        return self._per_gpu(*self._fill())
+
+    @staticmethod
+    def _per_gpu(demands: np.ndarray, share: np.ndarray, level: float) -> np.ndarray:
+        out = np.zeros(len(demands))
+        present = demands > 0
+        out[present] = share[present] / level / demands[present]
         return out
 
     def fraction(self, user: str, delta: int = 0) -> float:
         """The share of time the user's jobs here would run if its demand changed by
         ``delta`` GPUs: its water-filled GPUs over its demand (servers balanced)."""
-        key = (user, delta)
-        if key not in self._fractions:
-            demands = self.demands()
-            demands[self.user_index[user]] += delta
-            mine = float(demands[self.user_index[user]])
-            if mine <= 0:
-                self._fractions[key] = 0.0
-            else:
-                present, weights = self._present(demands)
-                share, _ = water_fill(float(self.capacity), weights, present)
-                self._fractions[key] = min(1.0, share[user] / mine)
-        return self._fractions[key]
+        column = self.user_index[user]
+        mine = float(self._demand[column] + delta)
+        if mine <= 0:
+            return 0.0
+        _, share, _ = self._fill(user, delta)
+        return min(1.0, float(share[column]) / mine)
 
     def loads(self, per_gpu: np.ndarray) -> np.ndarray:
         """Eq. (2) for every server."""
@@ -110,9 +110,7 @@ class PoolView:
     def with_job(self, user: str, size: int) -> np.ndarray:
         """Tickets per GPU if ``user`` had ``size`` more GPUs of demand here (eq. 1 changes
         for all of its jobs when one arrives)."""
-        demands = self.demands()
-        demands[self.user_index[user]] += size
-        return self.per_gpu(demands)
+        return self._per_gpu(*self._fill(user, size))
 
     def _allowed(self, nodes: tuple[str, ...] | None) -> np.ndarray:
         """Which of the pool's servers a job restricted to ``nodes`` may use, as a mask;

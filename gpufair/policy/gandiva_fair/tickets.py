@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import TypeVar
 
+import numpy as np
+
 K = TypeVar("K", bound=Hashable)
 
 
@@ -45,6 +47,42 @@ def water_fill(capacity: float, weights: Mapping[K, float], demands: Mapping[K, 
     if level is None:   # everybody satisfied: the smallest level that still satisfies all
         level = max((demands[u] / weights[u] for u in users), default=1)
     return share, {u: share[u] / level for u in users}
+
+
+def water_fill_arrays(capacity: float, weights: np.ndarray, demands: np.ndarray
+                      ) -> tuple[np.ndarray, float]:
+    """:func:`water_fill` over float arrays, to the bit: (share per entry, level).
+
+    The policy water-fills each pool several times per job it places (a prospect per type,
+    and the user's share with and without the job); over 200 users and 7,000 waiting jobs
+    the dicts and the per-user loop cost seconds (issue 30). Entries with demand ≤ 0 are not
+    users (share 0). The same IEEE operations in the same order: users by demand per ticket
+    (a stable sort, ties in entry order), the capacity and tickets left subtracted one user
+    at a time (``ufunc.accumulate`` is sequential), the tickets summed by Python's ``sum``
+    in entry order as :func:`water_fill` does; effective tickets are then ``share / level``.
+    """
+    present = np.flatnonzero(demands > 0)
+    share = np.zeros(len(demands))
+    if not len(present):
+        return share, 1.0
+    wanted, tickets = demands[present], weights[present]
+    if not np.all(tickets > 0):
+        raise ValueError("every user with demand needs tickets > 0")
+    order = np.argsort(wanted / tickets, kind="stable")
+    wanted_o, tickets_o = wanted[order], tickets[order]
+    left = np.subtract.accumulate(np.concatenate(([float(capacity)], wanted_o)))[:-1]
+    tickets_left = np.subtract.accumulate(
+        np.concatenate(([sum(tickets.tolist(), 0.0)], tickets_o)))[:-1]
+    fits = wanted_o * tickets_left <= left * tickets_o
+    out = wanted_o.copy()
+    if fits.all():   # everybody satisfied: the smallest level that still satisfies all
+        level = float(np.max(wanted / tickets))
+    else:
+        first = int(np.argmin(fits))
+        level = float(left[first] / tickets_left[first])
+        out[first:] = level * tickets_o[first:]
+    share[present[order]] = out
+    return share, level
 
 
 def tickets_per_gpu(tickets: Mapping[K, float], demands: Mapping[K, float]) -> dict[K, float]:
