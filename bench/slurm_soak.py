@@ -68,7 +68,8 @@ Definitions (what the table counts):
 - *started before its begin time*: a job (or array task) sampled RUNNING before the begin
   time it asked for (its submission + the ``--begin=now+N``, less one sample).
 - array tasks count as jobs of their own (their job ids as Slurm split them out; one never
-  seen counts as vanished); a task started by gpufair as ``A_T`` is no bypass.
+  split out shares its array record's end, e.g. its owner's scancel of the pending array);
+  a task started by gpufair as ``A_T`` is no bypass.
 - *rounds over the cap*: per round, the GPUs of the jobs whose Preempt/Migrate/Resize was
   done in that round (the job's size as submitted) against floor(max_preempt_share x GPUs).
 - round latency: ``rounds.latency_s`` of the rounds that finished.
@@ -971,6 +972,11 @@ def end_state(job_id: str, observer: Observer, jobcomp: dict[str, list[str]]) ->
     if row is not None:
         return row["state"] if row["state"] in TERMINAL else f"UNFINISHED:{row['state']}"
     ends = jobcomp.get(job_id, [])
+    if not ends and "_" in job_id:
+        # a task never split out of its array record ("A_T" was never seen): it shares the
+        # record's end, under the array's own id (its owner's scancel of the pending array:
+        # counted lost before, under gpufair and Slurm alone alike)
+        ends = jobcomp.get(job_id.split("_", 1)[0], [])
     return ends[-1] if ends and ends[-1] in TERMINAL else "VANISHED"
 
 
