@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from gpufair.adapters.history.table import History, build_history, checked_lines, iso_times
+from gpufair.adapters.slurm.sacct_limits import node_count_column
 from gpufair.errors import InputError, read_text
 
 try:
@@ -212,7 +213,8 @@ def _canonical(raw: pd.DataFrame, column_map: ColumnMap, source: str
         table["gpus"], table["gpu_type"], table["gpus_text"] = gpus, types, text
         fields["gpus"] = name
     if "nodes" in cols:
-        table["nodes"] = pd.to_numeric(raw[cols["nodes"]], errors="coerce").to_numpy()
+        table["nodes"] = node_count_column(raw[cols["nodes"]], raw["line"], source,
+                                           cols["nodes"])
     return table, fields, known_start
 
 
