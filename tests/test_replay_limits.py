@@ -16,8 +16,10 @@ from slurm_fidelity import DATA, allocations
 from test_replay_history import HEADER, ROWS, row, write
 from test_replay_json import JOBS, job_2205, to_2302
 from test_replay_json import write as write_json
+from test_replay_published import DB_HEADER, DB_ROWS
 
 from gpufair.adapters.history.convert import history_to_trace
+from gpufair.adapters.history.published import read_published
 from gpufair.adapters.simulator.engine import TraceSimulator
 from gpufair.adapters.simulator.semantics import for_history, semantics_named
 from gpufair.adapters.slurm.sacct_json import read_sacct_json
@@ -179,3 +181,26 @@ def test_bad_json_limit_or_node_count_exits_2(where, value, problem, tmp_path, c
     assert main(["replay", str(path), "--policies", "fifo"]) == 2
     err = capsys.readouterr().err
     assert f"{path}: field 'jobs[0].{where}'" in err and problem in err, err
+
+
+def test_slurm_db_table_carries_timelimit_minutes_and_nodes(tmp_path):
+    rows = [r + f",{limit}" for r, limit in zip(
+        DB_ROWS, ["90", "4294967295", "0", "5", "1"], strict=True)]
+    path = tmp_path / "job_table.csv"
+    path.write_text("\n".join([DB_HEADER + ",timelimit", *rows]) + "\n", encoding="utf-8")
+    jobs = read_published(path).jobs.set_index("job_id")
+    assert jobs["time_limit_s"].fillna(-1).to_dict() == {"1": 5400.0, "2": -1, "4_7": -1}
+    assert jobs["nodes"].to_dict() == {"1": 1.0, "2": 1.0, "4_7": 1.0}
+    path.write_text("\n".join([DB_HEADER + ",timelimit", rows[0],
+                               rows[1].replace(",4294967295", ",-7")]) + "\n",
+                    encoding="utf-8")
+    assert main(["replay", str(path), "--policies", "fifo"]) == 2
+
+
+def test_bad_published_node_count_is_named(tmp_path, capsys):
+    path = tmp_path / "job_table.csv"
+    path.write_text("\n".join([DB_HEADER, DB_ROWS[0], DB_ROWS[1][:-1] + "x"]) + "\n",
+                    encoding="utf-8")
+    assert main(["replay", str(path), "--policies", "fifo"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:3: field 'nodes_alloc'" in err and "whole node count" in err, err

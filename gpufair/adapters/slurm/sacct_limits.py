@@ -58,11 +58,11 @@ def parse_time_limit(text: str) -> float | None:
     return float(total) if total else None
 
 
-def time_limit_column(texts: pd.Series, raw_minutes: pd.Series | None, lines: pd.Series,
+def time_limit_column(texts: pd.Series | None, raw_minutes: pd.Series | None, lines: pd.Series,
                       source: str, field: str, raw_field: str) -> np.ndarray:
     """Each row's limit in seconds (NaN: none) from ``Timelimit`` text, else from
-    ``TimelimitRaw`` minutes; an error naming line and field at the first bad value. Parsed
-    once per distinct value: a history has few."""
+    ``TimelimitRaw`` minutes (either may be None: absent); an error naming line and field
+    at the first bad value. Parsed once per distinct value: a history has few."""
     out = np.full(len(lines), np.nan)
     for column, name, parse in ((texts, field, parse_time_limit),
                                 (raw_minutes, raw_field, _raw_minutes)):
