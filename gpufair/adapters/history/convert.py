@@ -65,6 +65,7 @@ def history_to_trace(history: History, cluster: str | None = None,
     trace: list[TraceJob] = []
     gangs: dict[str, set[int]] = {}
     unplaceable = 0
+    placeable: dict[tuple[int, int, str], bool] = {}
     for index, (gpu_type, gpus, attained, submit, tenant, line, node_field, limit) in enumerate(zip(
             jobs["gpu_type"].tolist(), jobs["gpus"].tolist(), jobs["attained_s"].tolist(),
             jobs["submit"].tolist(), jobs["tenant"].tolist(), jobs["line"].tolist(),
@@ -72,8 +73,12 @@ def history_to_trace(history: History, cluster: str | None = None,
         job_type = f"{JOB_TYPE}:{gpu_type}" if gpu_type else JOB_TYPE
         gangs.setdefault(job_type, set()).add(gpus)
         node_count = None if math.isnan(node_field) else int(node_field)
-        if node_count is not None and not fits_on_nodes(gpus, node_count, gpu_type, nodes):
-            node_count, unplaceable = None, unplaceable + 1
+        if node_count is not None:
+            key = (gpus, node_count, gpu_type)   # few distinct requests: each checked once
+            if key not in placeable:
+                placeable[key] = fits_on_nodes(gpus, node_count, gpu_type, nodes)
+            if not placeable[key]:
+                node_count, unplaceable = None, unplaceable + 1
         trace.append(TraceJob(index=index, job_type=job_type,
                               total_steps=work_steps(attained), scale_factor=gpus,
                               arrival_s=submit - t0, line=line, source=history.source,
