@@ -22,9 +22,10 @@ from gpufair.adapters.history.convert import history_to_trace
 from gpufair.adapters.history.published import read_published
 from gpufair.adapters.simulator.engine import TraceSimulator
 from gpufair.adapters.simulator.semantics import for_history, semantics_named
+from gpufair.adapters.slurm.sacct import read_sacct_live
 from gpufair.adapters.slurm.sacct_json import read_sacct_json
 from gpufair.adapters.slurm.sacct_limits import parse_time_limit
-from gpufair.adapters.slurm.sacct_saved import read_sacct_text
+from gpufair.adapters.slurm.sacct_saved import parse_sacct_text, read_sacct_text
 from gpufair.cli.main import main
 from gpufair.core.round import Round
 from gpufair.core.simulation import run_to_end
@@ -204,3 +205,29 @@ def test_bad_published_node_count_is_named(tmp_path, capsys):
     assert main(["replay", str(path), "--policies", "fifo"]) == 2
     err = capsys.readouterr().err
     assert f"{path}:3: field 'nodes_alloc'" in err and "whole node count" in err, err
+
+
+def test_live_sacct_output_carries_them_too():
+    """``gpufair replay --sacct`` parses what sacct printed with the saved-file reader."""
+    data = (DATA / "fifo_backfill" / "sacct_parsable2.txt").read_bytes()
+    history = parse_sacct_text(read_sacct_live("2026-11-01", "2026-11-30",
+                                               run=lambda argv: data), "sacct")
+    assert sorted(history.jobs["time_limit_s"].unique()) == [60.0, 120.0, 180.0]
+    assert sorted(history.jobs["nodes"].unique()) == [1.0, 2.0]
+
+
+def test_a_one_node_job_waits_for_one_node_instead_of_splitting(tmp_path):
+    """Two 3-GPU jobs leave one GPU free on each 4-GPU node: a 2-GPU ``-N 1`` job waits for
+    a node, as in Slurm, rather than run on one GPU of each."""
+    tres = "cpu=2,gres/gpu={}"
+    rows = [row("1", "a", "x", "00:00:00", "00:00:00", "00:10:00", "COMPLETED",
+                tres.format(3), nodes="1"),
+            row("2", "a", "x", "00:00:00", "00:00:00", "00:10:00", "COMPLETED",
+                tres.format(3), nodes="1"),
+            row("3", "a", "x", "00:01:00", "00:10:00", "00:15:00", "COMPLETED",
+                tres.format(2), nodes="1")]
+    converted = history_to_trace(read_sacct_text(write(tmp_path, rows)), "gpu:8", "4")
+    sim = TraceSimulator(converted.trace, converted.throughputs, converted.nodes,
+                         for_history(semantics_named("clean")), 2.0)
+    run_to_end(sim, Round(create_policy("slurm_backfill", PolicyConfig(round_s=2.0))))
+    assert [job.start_s for job in sim.jobs] == [0.0, 0.0, 600.0]
