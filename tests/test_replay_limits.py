@@ -231,3 +231,11 @@ def test_a_one_node_job_waits_for_one_node_instead_of_splitting(tmp_path):
                          for_history(semantics_named("clean")), 2.0)
     run_to_end(sim, Round(create_policy("slurm_backfill", PolicyConfig(round_s=2.0))))
     assert [job.start_s for job in sim.jobs] == [0.0, 0.0, 600.0]
+
+
+@pytest.mark.parametrize("field", ["AllocNodes", "ReqNodes"])
+def test_alloc_or_req_nodes_stand_in_for_nnodes(field, tmp_path):
+    rows = [r.replace("|1|train", "|2|train") if r.startswith("100|") else r for r in ROWS]
+    history = read_sacct_text(write(tmp_path, rows, header=HEADER.replace("NNodes", field)))
+    assert history.jobs.set_index("job_id")["nodes"].to_dict() == {
+        "100": 2.0, "101": 1.0, "106_2": 1.0}
