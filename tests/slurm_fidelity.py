@@ -4,8 +4,12 @@ The histories are tests/data/sacct/one_node_*/, fifo_backfill/ and mixed_types/:
 jobs on the loopback Slurm 22.05 (4 nodes of 4 GPUs, of one type or 2 K80 + 2 V100 nodes,
 FIFO by job id, ``sched/backfill`` every 2 s), recorded by scripts/slurm/record_history.py
 --burst-only. Each allocation that ran on GPUs is a job: eligible at its ``Eligible``, run
-time End - Start, its ``Timelimit``, its GPU count and node count. (The smallest conversion
-the comparison needs; the replay branch owns the full one.) Two measures, both "within one
+time End - Start, its ``Timelimit`` (parsed by the product's reader,
+:func:`~gpufair.adapters.slurm.sacct_limits.parse_time_limit`), its GPU count and node count.
+It keeps its own reading of the rest, which the product's conversion does not give: Eligible
+(the product's arrival is Submit), NodeList (the state replay puts running jobs on their
+nodes), Flags (the timing model), slurmctld's milliseconds, a clock aligned to a whole minute
+and run times to the millisecond (the product's are whole seconds). Two measures, both "within one
 round" (Slurm's scheduling interval):
 
 - **state replay** (:func:`state_replay`): for each job, the cluster as Slurm had it (jobs
@@ -41,6 +45,7 @@ from gpufair.adapters.simulator.semantics import semantics_named
 from gpufair.adapters.simulator.throughputs import Throughputs
 from gpufair.adapters.simulator.trace import TraceJob
 from gpufair.adapters.slurm.hostlist import expand_hostlist
+from gpufair.adapters.slurm.sacct_limits import parse_time_limit
 from gpufair.core.round import Round
 from gpufair.core.simulation import run_to_end
 from gpufair.model import ClusterState, Job, JobState, Node, ThroughputProfile
@@ -68,7 +73,7 @@ class Allocation:
     eligible: float
     start: float
     end: float
-    limit_s: float
+    limit_s: float | None   # None: no limit of its own (UNLIMITED, Partition_Limit)
     types: tuple[str, ...] = ()   # the GPU types AllocTRES names (gres/gpu:TYPE=N)
     scheduler: str = ""   # which of Slurm's schedulers started it (sacct Flags): Main, Backfill
 
@@ -93,7 +98,7 @@ def allocations(path: Path) -> list[Allocation]:
     return [Allocation(id=row["JobIDRaw"], rank=rank, gpus=gpus, nodes=int(row["NNodes"]),
                        node_list=tuple(expand_hostlist(row["NodeList"])), eligible=eligible,
                        start=epoch(row["Start"]), end=epoch(row["End"]),
-                       limit_s=60.0 * int(row["TimelimitRaw"]),
+                       limit_s=parse_time_limit(row["Timelimit"]),
                        types=tuple(re.findall(r"gres/gpu:(\w+)=", row["AllocTRES"])),
                        scheduler=_scheduler(row.get("Flags", "")))
             for rank, (eligible, _id, row, gpus) in enumerate(rows)]

@@ -8,6 +8,11 @@ type, an untyped one on every type of the cluster. No policy can then gain from
 heterogeneity it cannot measure, and a policy's difference from "as run" is its ordering and
 sharing alone.
 
+Each job keeps its time limit and node count where the history gives them (``Timelimit``,
+``NNodes``): a backfill policy plans with the one and places the job on exactly the other,
+as Slurm did. A node count the cluster cannot give (GPUs not split evenly, too few nodes
+large enough) is dropped, counted in the notes.
+
 The cluster is ``--cluster`` when given; otherwise each GPU type's peak concurrent use in
 the history (untyped use counted as the most used type, or ``gpu`` when none is typed), said
 so in the notes: the smallest cluster on which the history as run fits.
@@ -59,16 +64,30 @@ def history_to_trace(history: History, cluster: str | None = None,
     t0 = history.t0
     trace: list[TraceJob] = []
     gangs: dict[str, set[int]] = {}
-    for index, (gpu_type, gpus, attained, submit, tenant, line) in enumerate(zip(
+    unplaceable = 0
+    placeable: dict[tuple[int, int, str], bool] = {}
+    for index, (gpu_type, gpus, attained, submit, tenant, line, node_field, limit) in enumerate(zip(
             jobs["gpu_type"].tolist(), jobs["gpus"].tolist(), jobs["attained_s"].tolist(),
             jobs["submit"].tolist(), jobs["tenant"].tolist(), jobs["line"].tolist(),
-            strict=True)):
+            jobs["nodes"].tolist(), jobs["time_limit_s"].tolist(), strict=True)):
         job_type = f"{JOB_TYPE}:{gpu_type}" if gpu_type else JOB_TYPE
         gangs.setdefault(job_type, set()).add(gpus)
+        node_count = None if math.isnan(node_field) else int(node_field)
+        if node_count is not None:
+            key = (gpus, node_count, gpu_type)   # few distinct requests: each checked once
+            if key not in placeable:
+                placeable[key] = fits_on_nodes(gpus, node_count, gpu_type, nodes)
+            if not placeable[key]:
+                node_count, unplaceable = None, unplaceable + 1
         trace.append(TraceJob(index=index, job_type=job_type,
                               total_steps=work_steps(attained), scale_factor=gpus,
                               arrival_s=submit - t0, line=line, source=history.source,
-                              tenant=tenant))
+                              tenant=tenant, nodes=node_count,
+                              time_limit_s=None if math.isnan(limit) else limit))
+    if unplaceable:
+        notes.append(f"{unplaceable} job(s) ran on a node count this cluster cannot give "
+                     "them (GPUs not evenly split, or too few nodes with that many GPUs): "
+                     "replayed on any nodes")
     rates: dict[str, dict[tuple[str, int], float]] = {t: {} for t in types}
     for job_type, sizes in gangs.items():
         asked = job_type.partition(":")[2]
@@ -79,6 +98,21 @@ def history_to_trace(history: History, cluster: str | None = None,
     return ReplayTrace(trace=trace, throughputs=Throughputs(rates, {}, "(neutral model)"),
                        nodes=nodes, cluster=cluster, job_ids=jobs["job_id"].tolist(),
                        notes=tuple(notes))
+
+
+def fits_on_nodes(gpus: int, node_count: int, gpu_type: str, nodes: tuple[Node, ...]
+                  ) -> bool:
+    """Whether ``node_count`` nodes of the cluster (of ``gpu_type``, any type when "") can
+    hold the job's GPUs split evenly, as Slurm splits ``--gres`` per node. A job held to a
+    node count it can never have would wait for ever, so such a job runs unconstrained."""
+    if gpus % node_count:
+        return False
+    per_node = gpus // node_count
+    by_type: dict[str, int] = {}
+    for node in nodes:
+        if node.gpus >= per_node and (not gpu_type or node.gpu_type == gpu_type):
+            by_type[node.gpu_type] = by_type.get(node.gpu_type, 0) + 1
+    return any(count >= node_count for count in by_type.values())
 
 
 def work_steps(attained_s: float) -> int:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from gpufair.adapters.history.table import History, build_history, checked_lines, iso_times
+from gpufair.adapters.slurm.sacct_limits import node_count_column, time_limit_column
 from gpufair.errors import InputError, read_text
 
 try:
@@ -28,7 +29,9 @@ except ModuleNotFoundError:   # Python 3.10
 
 CANONICAL = ("job_id", "user", "account", "qos", "partition", "vc", "submit", "start", "end",
              "state", "gpus", "nodes", "tres_alloc", "tres_req", "array_job", "array_task",
-             "submit_gap", "run_time")
+             "submit_gap", "run_time", "time_limit")
+#: canonical fields a map may name that a file of its shape may lack (older exports)
+OPTIONAL = ("vc", "nodes", "time_limit")
 #: Slurm's NO_VAL: the array task id of a job that is not an array task
 NO_TASK = "4294967294"
 _EPOCH_NOT_YET = 0
@@ -134,7 +137,7 @@ def read_published(path: str | Path, column_map: ColumnMap | None = None, *,
                              "or --column-map FILE; the bundled maps are in docs/replay.md)",
                              line=header_line)
     missing = [column_map.columns[k] for k in column_map.columns
-               if column_map.columns[k] not in header and k not in ("vc", "nodes")]
+               if column_map.columns[k] not in header and k not in OPTIONAL]
     if missing:
         raise InputError(source, f"the header lacks the column(s) {', '.join(missing)} of "
                          f"the {column_map.name} map", line=header_line)
@@ -212,7 +215,12 @@ def _canonical(raw: pd.DataFrame, column_map: ColumnMap, source: str
         table["gpus"], table["gpu_type"], table["gpus_text"] = gpus, types, text
         fields["gpus"] = name
     if "nodes" in cols:
-        table["nodes"] = pd.to_numeric(raw[cols["nodes"]], errors="coerce").to_numpy()
+        table["nodes"] = node_count_column(raw[cols["nodes"]], raw["line"], source,
+                                           cols["nodes"])
+    if "time_limit" in cols:   # minutes, as the Slurm database keeps it
+        table["time_limit_s"] = time_limit_column(None, raw[cols["time_limit"]], raw["line"],
+                                                  source, cols["time_limit"],
+                                                  cols["time_limit"])
     return table, fields, known_start
 
 

@@ -55,8 +55,9 @@ class History:
 
     ``jobs`` columns: ``job_id, tenant, submit, start, end`` (epoch s), ``attained_s`` (the
     seconds it ran, summed over requeued incarnations), ``gpus``, ``gpu_type`` ("" untyped),
-    ``incarnations``, ``state``, ``line`` (of its first row), ``spans`` (a requeued job's
-    (start, end) of each incarnation, else None), sorted by submit then line.
+    ``incarnations``, ``state``, ``line`` (of its first row), ``nodes`` and ``time_limit_s``
+    (its node count and time limit; NaN where the source gives none), ``spans`` (a requeued
+    job's (start, end) of each incarnation, else None), sorted by submit then line.
     """
 
     source: str
@@ -153,6 +154,8 @@ def build_history(raw: pd.DataFrame, source: str, fields: dict[str, str], *,
         "incarnations": jobs["incarnations"].to_numpy().astype(np.int64),
         "state": jobs["state"].astype(str).to_numpy(),
         "line": jobs["line"].to_numpy().astype(np.int64),
+        # what the source gives of the job's request (NaN: not given): backfill plans with it
+        "nodes": _optional(jobs, "nodes"), "time_limit_s": _optional(jobs, "time_limit_s"),
         # a requeued job's (start, end) of each incarnation; None: one run, start to end
         "spans": jobs["spans"].to_numpy() if "spans" in jobs.columns else None,
     })
@@ -162,6 +165,13 @@ def build_history(raw: pd.DataFrame, source: str, fields: dict[str, str], *,
             f"{k.replace('_', ' ')}: {v}" for k, v in excluded.items() if v) + ")")
     return History(source=source, tenant_key=tenant, jobs=out, excluded=excluded,
                    merged_requeues=merged, notes=notes, starts_known=starts_known)
+
+
+def _optional(jobs: pd.DataFrame, column: str) -> np.ndarray:
+    """A numeric column a source may lack, NaN where it does."""
+    if column not in jobs.columns:
+        return np.full(len(jobs), np.nan)
+    return jobs[column].to_numpy(dtype=float, na_value=np.nan)
 
 
 def _merge_incarnations(ran: pd.DataFrame, source: str, id_field: str,

@@ -2,7 +2,8 @@
 
 The shapes differ by release, and the reader takes each where it differs:
 
-- 22.05 (data_parser 0.0.38): ``state.current`` a string, ``time.limit`` a number,
+- 22.05 (data_parser 0.0.38): ``state.current`` a string, ``time.limit`` a number
+  (minutes, the job's time limit, as ``allocation_nodes`` is its node count),
   ``array.task_id`` a number or null, ``user``/``account``/``partition``/``qos`` at the top;
 - 23.02 onward (0.0.39+): ``state.current`` a list of flags (``["COMPLETED"]``), numbers
   that may be unset as ``{"set": bool, "infinite": bool, "number": N}``, ``array.task_id``
@@ -26,13 +27,14 @@ import numpy as np
 import pandas as pd
 
 from gpufair.adapters.history.table import History, build_history
+from gpufair.adapters.slurm.sacct_limits import MAX_NODES, limit_from_minutes
 from gpufair.errors import InputError, json_kind, parse_json
 
 _BAD_BYTE = re.compile("[\udc80-\udcff]")
 FIELDS = {"job_id": "job_id", "user": "user", "account": "account", "qos": "qos",
           "partition": "partition", "submit": "time.submission", "start": "time.start",
           "end": "time.end", "state": "state.current", "gpus": "tres", "nodes":
-          "allocation_nodes"}
+          "allocation_nodes", "time_limit_s": "time.limit"}
 
 
 def read_sacct_json(path: str | Path, *, tenant: str | None = None,
@@ -51,11 +53,11 @@ def read_sacct_json(path: str | Path, *, tenant: str | None = None,
                          field="jobs", value=None if jobs is None else json_kind(jobs))
     rows = [_row(job, i, source) for i, job in enumerate(jobs)]
     columns = ("line", "job_id", "user", "account", "qos", "partition", "submit", "start",
-               "end", "state", "gpus", "gpu_type", "nodes")
+               "end", "state", "gpus", "gpu_type", "nodes", "time_limit_s")
     raw = pd.DataFrame(rows, columns=list(columns))
     if raw.empty:
         raise InputError(source, "the history has no jobs", field="jobs")
-    for key in ("submit", "start", "end", "gpus", "nodes"):
+    for key in ("submit", "start", "end", "gpus", "nodes", "time_limit_s"):
         raw[key] = raw[key].astype(float)
     return build_history(raw, source, FIELDS, tenant=tenant,
                          now=_clock() if now is None else now, records="jobs")
@@ -110,7 +112,25 @@ def _row(job: Any, index: int, source: str) -> tuple:
             text(job.get("qos"), "qos"),
             text(job.get("partition", association.get("partition")), "partition"),
             submit, start, end, _state(job.get("state"), where, source), gpus, gpu_type,
-            number(job.get("allocation_nodes"), "allocation_nodes"))
+            _nodes(number(job.get("allocation_nodes"), "allocation_nodes"), where, source),
+            _time_limit(number(times.get("limit"), "time.limit"), where, source))
+
+
+def _nodes(count: float, where: str, source: str) -> float:
+    """A node count (NaN: none given; 0, a job never allocated, is none either)."""
+    if not math.isnan(count) and (count < 0 or count > MAX_NODES or count != int(count)):
+        raise InputError(source, f"expected a whole node count from 1 to {MAX_NODES}",
+                         field=f"{where}.allocation_nodes", value=count)
+    return math.nan if count == 0 else count
+
+
+def _time_limit(minutes: float, where: str, source: str) -> float:
+    """``time.limit`` (minutes; unset or infinite is NaN already) in seconds, NaN: none."""
+    try:
+        seconds = limit_from_minutes(minutes)
+    except ValueError as exc:
+        raise InputError(source, str(exc), field=f"{where}.time.limit", value=minutes) from None
+    return math.nan if seconds is None else seconds
 
 
 def _job_id(job: dict, where: str, source: str, number) -> str:

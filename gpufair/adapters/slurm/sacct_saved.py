@@ -1,8 +1,10 @@
 """Saved ``sacct --parsable2`` output (with its header, fields in any order) as a job history.
 
 ``sacct -X -D --parsable2 -o JobID,User,Account,QOS,Partition,Submit,Start,End,State,
-AllocTRES,ReqTRES,NNodes`` is what an admin saves; every field but the first six named here
-may be missing, and others (JobName, WorkDir, ...) may be present and are ignored. Times are
+AllocTRES,ReqTRES,NNodes,Timelimit`` is what an admin saves; every field but the first six
+named here may be missing, and others (JobName, WorkDir, ...) may be present and are ignored.
+``NNodes`` (else ``AllocNodes``, else ``ReqNodes``) and ``Timelimit`` (else ``TimelimitRaw``)
+are read by :mod:`~gpufair.adapters.slurm.sacct_limits`. Times are
 sacct's ``YYYY-MM-DDTHH:MM:SS`` in the local time of the machine that ran it (only their
 differences matter to a replay); ``Unknown``/``None`` mean "not yet". GPUs come from
 ``gres/gpu=N`` (or the ``gres/gpu:TYPE=N`` entries) of AllocTRES, else of ReqTRES.
@@ -23,13 +25,15 @@ import numpy as np
 import pandas as pd
 
 from gpufair.adapters.history.table import History, build_history, checked_lines, iso_times
+from gpufair.adapters.slurm.sacct_limits import node_count_column, time_limit_column
 from gpufair.errors import InputError
 
 #: sacct field (lower case) → canonical column
 FIELDS = {"jobid": "job_id", "user": "user", "account": "account", "qos": "qos",
           "partition": "partition", "submit": "submit", "start": "start", "end": "end",
           "state": "state", "alloctres": "alloc_tres", "reqtres": "req_tres",
-          "nnodes": "nodes"}
+          "nnodes": "nodes", "allocnodes": "alloc_nodes", "reqnodes": "req_nodes",
+          "timelimit": "time_limit", "timelimitraw": "time_limit_raw"}
 REQUIRED = ("jobid", "submit", "start", "end", "state")
 #: what sacct prints for a time that has not come
 NO_TIME = frozenset({"", "Unknown", "None", "N/A"})
@@ -115,8 +119,13 @@ def _canonical(raw: pd.DataFrame, fields: dict[str, str], source: str, latin1: b
         unallocated = (raw["alloc_tres"].fillna("").str.strip() == "").to_numpy()
         table.loc[unallocated, "start"] = np.nan
     table["gpus"], table["gpu_type"], table["gpus_text"], _ = _gpus(raw, fields, source)
-    if "nodes" in raw.columns:
-        table["nodes"] = pd.to_numeric(raw["nodes"], errors="coerce").to_numpy()
+    nodes = next((k for k in ("nodes", "alloc_nodes", "req_nodes") if k in raw.columns), None)
+    if nodes is not None:   # NNodes is what the job had (AllocNodes), else what it asked
+        table["nodes"] = node_count_column(raw[nodes], raw["line"], source, fields[nodes])
+    if "time_limit" in raw.columns or "time_limit_raw" in raw.columns:
+        table["time_limit_s"] = time_limit_column(
+            raw.get("time_limit"), raw.get("time_limit_raw"), raw["line"], source,
+            fields.get("time_limit", "Timelimit"), fields.get("time_limit_raw", "TimelimitRaw"))
     return table, int(steps.sum())
 
 
