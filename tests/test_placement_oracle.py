@@ -109,3 +109,21 @@ def test_a_constrained_job_sees_what_one_gpu_gangs_took():
     state = ClusterState(time_s=0.0, nodes=tuple(nodes), jobs=(single, pinned))
     got = {a.job_id: a.gpu_ids for a in place(state, picks)}
     assert got == {"single": ("v100-0:0",), "pinned": ("v100-0:1",)}
+
+
+def test_a_held_gang_is_judged_on_each_states_nodes_not_the_first_seen():
+    """``place`` remembers a held tuple's nodes per node layout (the same tuple recurs at
+    every decision). Between rounds a node goes down, then one of its GPUs is taken by what
+    gpufair does not schedule (its node stays usable), then all is back: the same held
+    tuple is kept, moved, moved, kept, never judged on a layout it was seen on before."""
+    rate = ThroughputProfile({("v100", 2): 1.0})
+    gang = Job(id="gang", gpus=2, state=JobState.RUNNING, gpus_held=("v100-1:0", "v100-1:1"),
+               throughput=rate)
+    up = (Node("v100-0", "v100", 2), Node("v100-1", "v100", 2))
+    down = (up[0], Node("v100-1", "v100", 2, state=NodeState.DOWN))
+    one_taken = (up[0], Node("v100-1", "v100", 2, unavailable=(1,)))
+    kept = [{a.job_id: a.gpu_ids for a in place(ClusterState(
+        time_s=t, nodes=nodes, jobs=(gang,)), [(gang, "v100")])}["gang"]
+        for t, nodes in ((0.0, up), (1.0, down), (2.0, one_taken), (3.0, tuple(up)))]
+    moved = ("v100-0:0", "v100-0:1")
+    assert kept == [gang.gpus_held, moved, moved, gang.gpus_held]

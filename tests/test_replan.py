@@ -323,14 +323,18 @@ def test_may_start_any_by_hand() -> None:
                          CLEAN, R)
     first, wide, second = sim._active
     assert sim.may_start_any()                       # 6 idle GPUs, gangs of 2 and 4 wait
-    first.held, wide.held = ("v100-0:0", "v100-0:1"), ("v100-0:2",) * 4   # 0 idle
+    # (GPUs are taken through _hold, which keeps the running counts may_start_any reads)
+    sim._hold(first, ("v100-0:0", "v100-0:1"))
+    sim._hold(wide, ("v100-0:2",) * 4)               # 0 idle
     assert not sim.may_start_any()
-    wide.held = ("v100-0:2",) * 3                    # 1 idle, smallest waiting gang is 2
+    sim._hold(wide, ("v100-0:2",) * 3)               # 1 idle, smallest waiting gang is 2
     assert not sim.may_start_any()
-    wide.held = ("v100-0:2",) * 2                    # 2 idle: the second 2-GPU gang fits
+    sim._hold(wide, ("v100-0:2",) * 2)               # 2 idle: the second 2-GPU gang fits
     assert sim.may_start_any()
-    second.held = ("v100-0:4", "v100-0:5")           # nobody waits: nothing to start
+    sim._hold(second, ("v100-0:4", "v100-0:5"))      # nobody waits: nothing to start
     assert not sim.may_start_any()
+    sim._hold(first, ())                             # preempted: it waits again, and fits
+    assert sim.may_start_any() and sim.gpus_in_use() == 4
 
 
 @pytest.mark.parametrize("name", ["fifo", "srtf", "las", "max_min"])

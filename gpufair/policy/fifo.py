@@ -4,9 +4,14 @@ but an earlier job always reclaims GPUs from later ones (arrival order is the pr
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from operator import attrgetter
+from typing import Any
 
 from gpufair.model import ClusterState, Job
 from gpufair.policy.ordering import OrderingPolicy
+
+_ARRIVAL = attrgetter("arrival_s")
 
 
 class FifoPolicy(OrderingPolicy):
@@ -20,6 +25,10 @@ class FifoPolicy(OrderingPolicy):
 
     def sort_key(self, job: Job, now: float) -> tuple[float, ...]:
         return (job.arrival_s,)
+
+    def order_key(self, now: float) -> Callable[[Job], Any]:
+        """The arrival itself: it orders as the 1-tuple does, read in C."""
+        return _ARRIVAL
 
     def key_figures(self, job: Job, now: float) -> dict[str, float | int | str]:
         return {"waited_s": round(now - job.arrival_s, 1)}

@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from gpufair.model import Assignment, ClusterState, Job
 from gpufair.model.host_room import HostRoom
+from gpufair.model.records import NodeLayout
 from gpufair.policy.free_gpus import Candidates, FreeGpus
 
 
@@ -88,12 +89,13 @@ def place(state: ClusterState, picks: Sequence[tuple[Job, str]],
     free.take((g for g in reserved if g in node_at), node_at)
     cursor = dict.fromkeys(nodes_of, 0)
     order = sorted(picks, key=lambda p: -p[0].gpus)
+    gangs = _gangs_on(layout)
     chosen: dict[str, tuple[str, ...]] = {}
     newcomers = []
     for pick in order:
         job, gpu_type = pick
         held = job.gpus_held
-        if len(held) == job.gpus and _keep(held, taken, used, named.get(gpu_type, ()), node_at):
+        if len(held) == job.gpus and _keep(held, taken, used, named.get(gpu_type, ()), gangs):
             if job.placement_problem(held, type_of) is None:
                 chosen[job.id] = held
                 if room is not None:
@@ -165,19 +167,68 @@ def _assignment(job_id: str, gpu_ids: tuple[str, ...]) -> Assignment:
     return Assignment(job_id, gpu_ids)
 
 
-def _keep(held: Sequence[str], taken: set[str], used: dict[str, int], nodes: Collection[str],
-          node_at: Mapping[str, str]) -> bool:
-    """Take the GPUs the job holds if every one is usable, not yet taken and on a node of the
-    type it was picked for, checked and taken in one pass (most picks keep their GPUs);
-    nothing stays taken when it cannot keep them."""
-    for k, g in enumerate(held):
-        node = node_at.get(g)
-        if node is None or node not in nodes or g in taken:
-            _give_back(held[:k], taken, used, node_at)
-            return False
-        taken.add(g)
-        used[node] = used.get(node, 0) + 1
+def _keep(held: tuple[str, ...], taken: set[str], used: dict[str, int],
+          nodes: Collection[str], gangs: _Gangs) -> bool:
+    """Take the GPUs the job holds if every one is usable, not yet taken (nor named twice)
+    and on a node of the type it was picked for; else take nothing. Most picks keep their
+    GPUs, decision after decision: the held tuple's nodes are looked up once
+    (:class:`_Gangs`), and the checks and the taking are set operations, not a Python step
+    per GPU (issue 31: this was the largest share of a long history's FIFO decisions)."""
+    gang = gangs.of(held)
+    if gang is None or not gang[1].issubset(nodes) or not taken.isdisjoint(held):
+        return False
+    taken.update(held)
+    for node, count in gang[0]:
+        used[node] = used.get(node, 0) + count
     return True
+
+
+class _Gangs:
+    """A held GPU tuple's nodes on one layout: (node, GPUs on it) in first-seen order and the
+    set of them, or None when a GPU is not usable or named twice. Tuples recur from decision
+    to decision (a running job's record keeps its ``gpus_held``); the memo starts over past
+    :data:`_GANGS_KEPT` entries."""
+
+    def __init__(self, node_at: Mapping[str, str]) -> None:
+        self.node_at = node_at
+        self.memo: dict[tuple[str, ...], tuple[tuple[tuple[str, int], ...],
+                                               frozenset[str]] | None] = {}
+
+    def of(self, held: tuple[str, ...]
+           ) -> tuple[tuple[tuple[str, int], ...], frozenset[str]] | None:
+        memo = self.memo
+        if held in memo:
+            return memo[held]
+        counts: dict[str, int] = {}
+        gang: tuple[tuple[tuple[str, int], ...], frozenset[str]] | None = None
+        if len(set(held)) == len(held):
+            for g in held:
+                node = self.node_at.get(g)
+                if node is None:
+                    break
+                counts[node] = counts.get(node, 0) + 1
+            else:
+                gang = (tuple(counts.items()), frozenset(counts))
+        if len(memo) >= _GANGS_KEPT:
+            memo.clear()
+        memo[held] = gang
+        return gang
+
+
+_GANGS_KEPT = 1 << 15
+#: one :class:`_Gangs` per layout, by identity (the entry keeps its layout alive, so an id is
+#: never reused while kept); layouts are shared by every state on the same node tuple
+_GANGS: dict[int, tuple[NodeLayout, _Gangs]] = {}
+
+
+def _gangs_on(layout: NodeLayout) -> _Gangs:
+    hit = _GANGS.get(id(layout))
+    if hit is not None and hit[0] is layout:
+        return hit[1]
+    if len(_GANGS) >= 8:
+        del _GANGS[next(iter(_GANGS))]
+    gangs = _GANGS[id(layout)] = (layout, _Gangs(layout.node_of_gpu))
+    return gangs[1]
 
 
 def _give_back(gpus: Sequence[str], taken: set[str], used: dict[str, int],

@@ -7,6 +7,7 @@ semantics, to the next arrival or completion between rounds).
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 from collections import Counter
@@ -56,6 +57,10 @@ MIN_ROUND_S, MAX_ROUND_S = 1.0, 86400.0
 #: on its slowest GPU type: beyond that it would run for hours or forever (the published
 #: traces need at most a few tens of thousands).
 MAX_ROUNDS = 5_000_000
+
+
+def _admission_order(job: SimJob) -> int:
+    return job.admission
 
 
 class SimulationStalled(RuntimeError):
@@ -178,6 +183,14 @@ class TraceSimulator:
         self.straggler_idle_gpu_s = 0.0
         self.at_round_boundary = True
         self._active: list[SimJob] = []
+        #: the active jobs by id, those holding GPUs in admission order (the order
+        #: ``_active`` lists them in), the GPUs they hold, and how many waiting jobs have
+        #: each smallest gang: kept as GPUs are taken and given back (:meth:`_hold`), so an
+        #: event costs what runs, not what waits (issue 31: thousands wait on a full cluster)
+        self._active_by_id: dict[str, SimJob] = {}
+        self._running: list[SimJob] = []
+        self._held_gpus = 0
+        self._waiting_gangs: Counter[int] = Counter()
         self._ended: list[SimJob] = []
         self._previous_round: set[str] = set()
         self._stalled = 0
@@ -219,18 +232,14 @@ class TraceSimulator:
         return sum(j.resizes for j in self.jobs)
 
     def gpus_in_use(self) -> int:
-        return sum(len(j.held) for j in self._active)
+        return self._held_gpus
 
     def may_start_any(self) -> bool:
         """Some waiting job's smallest gang (1 GPU for an elastic job) fits in the number of
-        idle GPUs: without that, no decision between round boundaries can start anything."""
-        idle, smallest = self.num_gpus, math.inf   # one pass: this runs at every event
-        for job in self._active:
-            if job.held:
-                idle -= len(job.held)
-            elif (gang := 1 if job.elastic else job.sf) < smallest:
-                smallest = gang
-        return smallest <= idle
+        idle GPUs: without that, no decision between round boundaries can start anything.
+        (Read from the running counts: this runs at every event.)"""
+        idle = self.num_gpus - self._held_gpus
+        return any(gang <= idle for gang, waiting in self._waiting_gangs.items() if waiting)
 
     def snapshot(self) -> ClusterState:
         # a waiting job's record stands until it is started or its batch size changes (both
@@ -246,8 +255,8 @@ class TraceSimulator:
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
         self.changes += 1   # (even if every action is refused: nothing is assumed)
-        by_id = {j.id: j for j in self._active}
-        held = {g for j in self._active for g in j.held}
+        by_id = self._active_by_id
+        held = {g for j in self._running for g in j.held}
         results = []
         for action in actions:
             job = by_id.get(action.job_id)
@@ -256,7 +265,7 @@ class TraceSimulator:
                 continue
             if isinstance(action, Preempt):
                 held.difference_update(job.held)
-                job.held = ()
+                self._hold(job, ())
                 results.append(ActionResult(action, True))
             elif isinstance(action, Start | Resume | Migrate):
                 problem = self._check_gpus(job, action.gpu_ids, held - set(job.held))
@@ -282,7 +291,7 @@ class TraceSimulator:
                     continue
                 held.difference_update(job.held)
                 held.update(action.gpu_ids)
-                job.held = tuple(action.gpu_ids)
+                self._hold(job, tuple(action.gpu_ids))
                 self._count_stragglers(job)
                 job.resizes += 1
                 job.overhead_left_s = self.resize_overhead_s
@@ -327,10 +336,27 @@ class TraceSimulator:
             job.start_s = self.now
         elif not job.held and not moved:
             job.restarts += 1
-        job.held = gpus
+        self._hold(job, gpus)
         if not self.semantics.restart_overhead_full_rounds_only and \
                 (self.semantics.first_start_overhead or not first):
             job.overhead_left_s = self.semantics.restart_overhead_s
+
+    def _hold(self, job: SimJob, gpus: tuple[str, ...], *, ending: bool = False) -> None:
+        """Set the GPUs ``job`` holds (() gives them back; ``ending``: and it leaves the
+        active jobs), keeping the running list and counts of :meth:`__init__` with them."""
+        before = job.held
+        job.held = gpus
+        self._held_gpus += len(gpus) - len(before)
+        if bool(before) == bool(gpus):
+            return   # a move or resize: running before and after
+        gang = 1 if job.elastic else job.sf
+        if gpus:
+            bisect.insort(self._running, job, key=_admission_order)
+            self._waiting_gangs[gang] -= 1
+        else:
+            self._running.remove(job)
+            if not ending:
+                self._waiting_gangs[gang] += 1
 
     def _rate(self, job: SimJob, gpu_type: str, count: int) -> float:
         rate = job.profile.rate(gpu_type, count)
@@ -411,10 +437,13 @@ class TraceSimulator:
                 self._arrivals[self._next_arrival] <= self.now + _EPS:
             job = self.jobs[self._next_arrival]
             job.admitted = True
+            job.admission = self._next_arrival
             job.counted_at_admission = (self._rounds_counted, self._active_counted)
             self.changes += 1
             self._adapting += job.adapts
             self._active.append(job)
+            self._active_by_id[job.id] = job
+            self._waiting_gangs[1 if job.elastic else job.sf] += 1
             self._next_arrival += 1
 
     def _align_round(self) -> None:
@@ -442,6 +471,7 @@ class TraceSimulator:
         if self.capture is not None:
             self.capture.held(job, None, when)
         self._active.remove(job)
+        del self._active_by_id[job.id]
         self._ended.append(job)
 
     def _switch_batch(self, job: SimJob) -> None:
@@ -509,7 +539,7 @@ class TraceSimulator:
         start = self.now
         if self.capture is not None:
             self.capture.round_started(start, self._active, self._gpu_type)
-        dispatched = [j for j in self._active if j.held]
+        dispatched = list(self._running)
         self._count_active_round()
         if not dispatched:
             self._no_progress()
@@ -540,7 +570,7 @@ class TraceSimulator:
         if sem.failure_path and steps <= 0 and elapsed <= 0:
             job.failures += 1
             if job.failures >= MAX_FAILED_ROUNDS:
-                job.held = ()
+                self._hold(job, (), ending=True)
                 self._finish(job, start, failed=True)
             return
         job.failures = 0
@@ -551,7 +581,7 @@ class TraceSimulator:
         over_deadline = sem.deadline_guard and \
             job.attained_s > int(1.5 * int(job.exclusive_s))
         if job.remaining <= 0 or over_deadline:
-            job.held = ()
+            self._hold(job, (), ending=True)
             self._finish(job, finish)
         elif sem.batch_switch_lag:
             self._switch_batch(job)
@@ -579,9 +609,7 @@ class TraceSimulator:
         target = min(boundary, self._next_arrival_time())
         held_rate = self._held_rate
         running = []
-        for job in self._active:
-            if not job.held:
-                continue
+        for job in self._running:
             rate = held_rate(job)
             running.append((job, rate))
             if (ends := now + job.overhead_left_s + (job.total - job.run) / rate) < target:
@@ -608,7 +636,7 @@ class TraceSimulator:
         self.busy_gpu_s = busy
         self.now = target
         for job in done:
-            job.held = ()
+            self._hold(job, (), ending=True)
             self._finish(job, target)
         self.at_round_boundary = target >= boundary - _EPS
         if not running and self.at_round_boundary and self._active:

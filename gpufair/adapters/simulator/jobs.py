@@ -33,6 +33,7 @@ class SimJob:
     total: float
     run: float = 0.0
     admitted: bool = False
+    admission: int = 0   # its place in the order of admission (the engine's job lists')
     finished: bool = False
     finish_s: float | None = None
     start_s: float | None = None
