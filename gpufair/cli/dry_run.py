@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpufair.cli.output import seed
 from gpufair.cli.report import add_report_option, report_after
+from gpufair.core.gc_pause import gc_paused
 from gpufair.errors import InputError
 from gpufair.model import Action, ClusterState, Job, JobState, Preempt, SetPriority
 from gpufair.plugin.wording import SLURM, Words, describe, verb, words_for
@@ -76,6 +77,9 @@ class Decision:
     reason: str = ""
 
 
+@gc_paused   # one process, one round: decoding squeue and explaining every job, too, make
+# millions of objects and no cycles; the collector walked them all again and again (with it
+# on, a quarter of a 100,000-job dry run's CPU went to decoding and explaining, issue 30)
 def run(args: argparse.Namespace) -> int:
     from gpufair.adapters.recording import RecordingAdapter
     from gpufair.core.config import load_config
