@@ -199,8 +199,10 @@ def raw_slurm_adapter(config: Config, squeue: str, sinfo: str | None,
 
 
 def _read_json(path: str, key: str) -> dict[str, Any]:
+    from gpufair.adapters.slurm.job_fields import loads_jobs
     try:
-        data = json.loads(Path(path).read_bytes().decode("utf-8", "replace"))
+        text = Path(path).read_bytes().decode("utf-8", "replace")
+        data = loads_jobs(text) if key == "jobs" else json.loads(text)
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
