@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpufair.cli.output import seed
 from gpufair.cli.report import add_report_option, report_after
+from gpufair.core.gc_pause import gc_paused
 from gpufair.errors import InputError
 from gpufair.model import Action, ClusterState, Job, JobState, Preempt, SetPriority
 from gpufair.plugin.wording import SLURM, Words, describe, verb, words_for
@@ -79,6 +80,9 @@ class Decision:
     reason: str = ""
 
 
+@gc_paused   # one process, one round: decoding squeue and explaining every job, too, make
+# millions of objects and no cycles; the collector walked them all again and again (with it
+# on, a quarter of a 100,000-job dry run's CPU went to decoding and explaining, issue 30)
 def run(args: argparse.Namespace) -> int:
     from gpufair.adapters.recording import RecordingAdapter
     from gpufair.core.config import load_config
@@ -219,8 +223,10 @@ def _read_assoc_mgr(path: str) -> dict[tuple[str, ...], str]:
 
 
 def _read_json(path: str, key: str) -> dict[str, Any]:
+    from gpufair.adapters.slurm.job_fields import loads_jobs
     try:
-        data = json.loads(Path(path).read_bytes().decode("utf-8", "replace"))
+        text = Path(path).read_bytes().decode("utf-8", "replace")
+        data = loads_jobs(text) if key == "jobs" else json.loads(text)
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:

@@ -20,6 +20,7 @@ at the new size corrects it.
 from __future__ import annotations
 
 import logging
+from itertools import repeat
 
 from gpufair.model import ClusterState, Job, JobState, ThroughputProfile, node_of
 from gpufair.model.records import job_replaced
@@ -30,6 +31,8 @@ NEUTRAL_RATE = 1.0
 #: A running job's neutral rate elsewhere is a hair lower than on the type it runs on: with
 #: equal rates the placement would move it across types on a tie, and a move costs a restart.
 STAY_MARGIN = 1e-6
+#: what a node name not in the cluster maps to in ``_usable_types`` (a GPU type may be None)
+_UNKNOWN = object()
 
 
 def measure(state: ClusterState, profiler: Profiler) -> ClusterState:
@@ -79,7 +82,8 @@ def _usable_types(job: Job, type_of: dict[str, str],
         if seen is not None and seen[0] is job.allowed_nodes:
             on_nodes = seen[1]
         else:
-            on_nodes = {type_of[n] for n in job.allowed_nodes if n in type_of}
+            on_nodes = set(map(type_of.get, job.allowed_nodes, repeat(_UNKNOWN)))
+            on_nodes.discard(_UNKNOWN)   # (one map in C: 8,192 names, a thousand tuples)
             if types_on is not None:   # (the tuple kept alive with it: its id stays its own)
                 types_on[id(job.allowed_nodes)] = (job.allowed_nodes, on_nodes)
         usable = set(on_nodes) if usable is None else usable & on_nodes

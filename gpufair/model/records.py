@@ -13,6 +13,8 @@ from enum import Enum
 from functools import lru_cache
 from types import MappingProxyType
 
+from gpufair.model.allowed_nodes import all_allowed
+
 
 class JobState(str, Enum):
     PENDING = "pending"
@@ -239,7 +241,7 @@ class Job:
         hosts: dict[str, int] = {}
         for gpu in gpu_ids:
             hosts[node_of(gpu)] = hosts.get(node_of(gpu), 0) + 1
-        if self.allowed_nodes is not None and not set(hosts) <= set(self.allowed_nodes):
+        if self.allowed_nodes is not None and not all_allowed(hosts, self.allowed_nodes):
             return f"nodes {sorted(set(hosts) - set(self.allowed_nodes))} are not allowed"
         if self.nodes is not None and (len(hosts) != self.nodes or len(set(hosts.values())) > 1):
             return f"asks {self.nodes} node(s) with equal GPUs, not {dict(hosts)}"

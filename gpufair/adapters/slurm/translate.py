@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from itertools import filterfalse
 from typing import Any
 
 from gpufair.adapters.slurm.arrays import parse_task_list
@@ -430,6 +431,9 @@ class _Site:
     #: (partitions, features, excluded nodes, own node list) → allowed nodes, filled as jobs
     #: are read (see ``_allowed_nodes``)
     allowed: dict[tuple[Any, ...], tuple[str, ...] | None] = field(default_factory=dict)
+    #: (partitions, features) → their nodes (sorted, and as a set), None → every node
+    bases: dict[tuple[Any, ...] | None, tuple[tuple[str, ...], frozenset[str]] | None] = \
+        field(default_factory=dict)
 
 
 def _site(doc: Mapping[str, Any], names: set[str]) -> _Site:
@@ -777,7 +781,32 @@ def _allowed_nodes(site: _Site, parts: tuple[str, ...], wanted: str, excluded: S
     """The nodes a job may run on (sorted; None: any), from its partitions, features,
     excluded nodes and own node list. Jobs share a few such combinations, so the translation
     keeps one tuple per combination (``_Site.allowed``): computing and sorting a site's
-    thousand node names for each of ten thousand jobs was most of a round's translation."""
+    thousand node names for each of ten thousand jobs was most of a round's translation.
+    A site's jobs exclude nodes in many ways (1,600 combinations at 100,000 jobs), so the
+    nodes of their partitions and features are sorted once (``_Site.bases``) and each
+    combination's excluded nodes are filtered out of that order: the same tuple, without a
+    sort of 8,192 names per combination (issue 30)."""
+    key = (parts, wanted)
+    if key not in site.bases:
+        site.bases[key] = _base_nodes(site, parts, wanted)
+    base = site.bases[key]
+    if base is None and excluded:   # any node but these: all of them, less these
+        if None not in site.bases:
+            site.bases[None] = (tuple(sorted(site.features)), frozenset(site.features))
+        base = site.bases[None]
+    drop = set(excluded)
+    if asked:
+        names = set(asked) if base is None else {n for n in asked if n in base[1]}
+        return tuple(sorted(names - drop))
+    if base is None:
+        return None
+    return tuple(filterfalse(drop.__contains__, base[0])) if drop else base[0]
+
+
+def _base_nodes(site: _Site, parts: tuple[str, ...], wanted: str
+                ) -> tuple[tuple[str, ...], frozenset[str]] | None:
+    """The nodes of these partitions having these features, sorted and as a set (None: the
+    job names neither, so any node)."""
     allowed: set[str] | None = None
     if parts:
         allowed = set().union(*(site.partitions[p] for p in parts))
@@ -785,11 +814,7 @@ def _allowed_nodes(site: _Site, parts: tuple[str, ...], wanted: str, excluded: S
         need = set(re.split(r"[&,]", wanted))
         having = {n for n, f in site.features.items() if need <= f}
         allowed = having if allowed is None else allowed & having
-    if excluded:
-        allowed = (set(site.features) if allowed is None else allowed) - set(excluded)
-    if asked:
-        allowed = set(asked) if allowed is None else allowed & set(asked)
-    return None if allowed is None else tuple(sorted(allowed))
+    return None if allowed is None else (tuple(sorted(allowed)), frozenset(allowed))
 
 
 #: the reason of a hold by an administrator (root's ``scontrol hold``). gpufair's own holds are
@@ -1466,9 +1491,11 @@ def _expand(pattern: str, *, job_id: int, array_job_id: int, array_task_id: int 
     i, end = 0, len(pattern)
     while i < end:
         char = pattern[i]
-        if char != "%":
-            out.append(char)
-            i += 1
+        if char != "%":   # the run up to the next "%" at once, not char by char
+            stop = pattern.find("%", i)
+            stop = end if stop < 0 else stop
+            out.append(pattern[i:stop])
+            i = stop
             continue
         if pattern.startswith("%", i + 1):
             out.append("%")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Protocol
 
+from gpufair.adapters.slurm.job_fields import loads_jobs
 from gpufair.adapters.slurm.token import TokenSource
 
 
@@ -91,7 +92,7 @@ def _parse_document(text: str, what: str, key: str) -> dict[str, Any]:
         # strict=False: 22.05 escapes control characters (\u0001), but a raw one inside a
         # string (another version, a saved file) is a user's data, not a reason to lose
         # the whole document and skip the round
-        doc = json.loads(text, strict=False)
+        doc = loads_jobs(text, strict=False) if key == "jobs" else json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
         raise TransportError(f"{what}: not JSON ({exc.msg} at line {exc.lineno})") from exc
     except RecursionError:
