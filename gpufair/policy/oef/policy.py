@@ -166,16 +166,17 @@ def _explain(view: RoundView, active: Sequence[Job], chosen: set[str],
 def reference_type(jobs: Sequence[Job], types: Sequence[str]) -> str | None:
     """The slowest GPU type: the lowest median, over jobs measured there, of the job's rate
     on it relative to its best rate (spec §7.3). Relative rates make jobs of very different
-    absolute speeds comparable."""
+    absolute speeds comparable. Each job's rates are read once, not once per type: at
+    50 tenants of ~20 jobs this was a fifth of a simulated round."""
+    table = [[job.rate(t) for t in types] for job in jobs]
     best: tuple[float, int] | None = None
     ref = None
     for order, t in enumerate(types):
         rel = []
-        for job in jobs:
-            rates = [job.rate(u) for u in types]
+        for rates in table:
             top = max(rates)
-            if top > 0 and job.rate(t) > 0:
-                rel.append(job.rate(t) / top)
+            if top > 0 and rates[order] > 0:
+                rel.append(rates[order] / top)
         if rel:
             key = (float(np.median(rel)), order)
             if best is None or key < best:
