@@ -36,8 +36,10 @@ bench smoke test's run; its figures mean nothing).
   model's peak; AFS only uses it), the mix's own lengths, and the shared trace's arrival rate.
 * **Themis** (§6.2): worst ρ against Tiresias (``las``) and Gandiva (``gandiva_fair``) on the
   shared trace, and max app ρ (``rho_apps``) in its Workload 1 shape: apps of hyper-parameter
-  trials of one 1- or 2-GPU model (``generate_app_trace``); ablation: the same jobs, each
-  its own app.
+  trials of one 1- or 2-GPU model (``generate_app_trace``), with ``fifo`` beside them for the
+  paper's Gandiva (greedy by placement preference, no fairness); ablations: the paper's 2X
+  and 4X contention (the same apps on a half and a quarter of the cluster), fewer trials per
+  app, the same jobs, each its own app.
 * **Gandiva_fair** (§5.5): trading's gain, ``trading = true`` against ``false`` on the steady
   heterogeneous set (the paper: +30 % mini-batch rate for its two trading users; ours: total
   normalized throughput, and the SI minimum), and in the paper's own experiment
@@ -410,20 +412,29 @@ def themis(args: argparse.Namespace, folder: Path) -> list[Claim]:
                   "placement sensitivity")]
 
 
-THEMIS_POLICIES = ("themis", "las", "gandiva_fair")
+#: THEMIS and its baselines in Workload 1: ``las`` for Tiresias, ``gandiva_fair`` for Gandiva
+#: as we have it, and ``fifo`` for Gandiva as the paper ran it (greedy by placement preference,
+#: which is arrival order where every placement is as good, as in Workload 1's 1-2 GPU jobs)
+THEMIS_POLICIES = ("themis", "las", "gandiva_fair", "fifo")
+#: the paper's contention study (§6.1): the same apps on a half and a quarter of the cluster
+THEMIS_CONTENTION = (2, 4)
 
 
 def themis_regime(args: argparse.Namespace) -> Claim:
     """THEMIS's Workload 1 shape (``generate_app_trace``): apps of hyper-parameter trials of
     one 1- or 2-GPU model from the canonical mix, launched together, ~10 % single-job apps;
     max app ρ (``rho_apps``) of each baseline over THEMIS's. Ablations: a third of the trials
-    per app (the same app arrivals), and the same jobs, each its own app (the shared trace's
-    shape)."""
+    per app (the same app arrivals); the same jobs, each its own app (the shared trace's
+    shape); the same apps on a half and a quarter of the cluster (the paper's 2X and 4X
+    contention: at our load the full cluster is busy about half the time, so there is little
+    for a fair scheduler to win); and ``fifo`` beside ``gandiva_fair``: the paper's Gandiva
+    hands GPUs out greedily by placement preference with no fairness at all, ours is
+    Gandiva_fair, which gives every app (tenant) an equal share."""
     apps, per_app, gpus = (4, 3, 8) if args.tiny else (12, 6, 16) if args.quick else (40, 15, 64)
     source = load_trace(data.path(CANONICAL))
     throughputs = load_throughputs(data.path(THROUGHPUTS))
-    nodes = parse_cluster_spec(f"v100:{gpus}", "4")
-    rows = [["workload", "jobs", *(f"{p} max app ρ" for p in THEMIS_POLICIES),
+    rows = [["workload", "jobs", "GPUs", "utilization (themis)",
+             *(f"{p} max app ρ" for p in THEMIS_POLICIES),
              *(f"{p} / themis" for p in THEMIS_POLICIES[1:])]]
     found = {}
     trials = generate_app_trace(source, apps, per_app, num_gpus=gpus, seed=args.seed)
@@ -431,37 +442,52 @@ def themis_regime(args: argparse.Namespace) -> Claim:
     small = generate_app_trace(source, apps, fewer, num_gpus=gpus, seed=args.seed,
                                app_gap_s=40.0 * 32 / gpus * per_app)   # the same app arrivals
     alone = [replace(j, app=None, tenant=f"job{j.index}") for j in trials]
-    for label, trace in (("apps of trials", [replace(j, tenant=j.app) for j in trials]),
-                         (f"apps of ~{fewer} trials", [replace(j, tenant=j.app) for j in small]),
-                         ("each job its own app", alone)):
+    grouped = [replace(j, tenant=j.app) for j in trials]
+    cases = [("apps of trials", grouped, gpus),
+             (f"apps of ~{fewer} trials", [replace(j, tenant=j.app) for j in small], gpus),
+             ("each job its own app", alone, gpus),
+             *((f"apps of trials, {k}X contention", grouped, gpus // k)
+               for k in THEMIS_CONTENTION)]
+    for label, trace, size in cases:
         app_of = {str(j.index): j.app for j in trace if j.app is not None}
-        worst = {}
+        nodes = parse_cluster_spec(f"v100:{size}", str(min(4, size)))
+        worst, busy = {}, float("nan")
         for policy in THEMIS_POLICIES:
             sim = TraceSimulator(trace, throughputs, nodes, semantics_named("clean"), 120.0)
             spec = SimulationSpec(policy=policy, round_s=120.0, semantics="clean")
             report = simulate(spec, progress=False, time_limit_s=args.time_limit, simulator=sim)
-            rho = rho_apps(report.outcomes, app_of, gpus)
+            rho = rho_apps(report.outcomes, app_of, size)
             worst[policy] = max(rho.values()) if not report.partial else float("nan")
+            if policy == "themis":
+                busy = report.metrics.utilization
         found[label] = worst
-        rows.append([label, str(len(trace)), *(f"{worst[p]:.3f}" for p in THEMIS_POLICIES),
+        rows.append([label, str(len(trace)), str(size), f"{busy:.2f}",
+                     *(f"{worst[p]:.3f}" for p in THEMIS_POLICIES),
                      *(ratio(worst[p], worst["themis"]) for p in THEMIS_POLICIES[1:])])
         print(".", end="", file=sys.stderr, flush=True)
     print(f"\n## Themis: {apps} apps of ~{per_app} trials (10 % single-job), 1-2 GPU jobs of the"
-          f" canonical mix, v100:{gpus}, clean semantics, R = 120 s, seed {args.seed}; THEMIS's"
-          " app ρ\n")
+          f" canonical mix, v100 (GPUs per row), clean semantics, R = 120 s, seed {args.seed};"
+          " THEMIS's app ρ\n")
     print(markdown(rows))
-    grouped, single = found["apps of trials"], found["each job its own app"]
-    few = found[f"apps of ~{fewer} trials"]
+
+    def pair(label: str) -> str:
+        got = found[label]
+        return (f"las {ratio(got['las'], got['themis'])}, gandiva_fair "
+                f"{ratio(got['gandiva_fair'], got['themis'])}, fifo "
+                f"{ratio(got['fifo'], got['themis'])}")
+
+    contention = "; ".join(f"{k}X contention (v100:{gpus // k}): "
+                           f"{pair(f'apps of trials, {k}X contention')}"
+                           for k in THEMIS_CONTENTION)
     return Claim("Themis", "max app ρ vs Tiresias / Gandiva, Workload 1 shape", "2.2-3.25x",
-                 f"las {ratio(grouped['las'], grouped['themis'])}, gandiva_fair "
-                 f"{ratio(grouped['gandiva_fair'], grouped['themis'])}", "-",
+                 pair("apps of trials"), "-",
                  f"{apps} apps on {gpus} V100 (the paper: 64 K80, Philly's apps); no placement "
-                 "slowdown in the simulator; las is per job (the paper's Tiresias per app), "
-                 "gandiva_fair is Gandiva_fair, not Gandiva's greedy placement; ablation, the "
-                 f"same jobs, each its own app: las {ratio(single['las'], single['themis'])}, "
-                 f"gandiva_fair {ratio(single['gandiva_fair'], single['themis'])}; apps of "
-                 f"~{fewer} trials: las {ratio(few['las'], few['themis'])}, gandiva_fair "
-                 f"{ratio(few['gandiva_fair'], few['themis'])}")
+                 "slowdown in the simulator (the paper's Workload 1 placement scores are ~1.0 "
+                 "for every scheme); las is per job (the paper's Tiresias per app); "
+                 "gandiva_fair is Gandiva_fair, fifo stands for the paper's Gandiva (greedy, "
+                 f"no fairness); ablations: {contention}; the same jobs, each its own app: "
+                 f"{pair('each job its own app')}; apps of ~{fewer} trials: "
+                 f"{pair(f'apps of ~{fewer} trials')}")
 
 
 # -- Gandiva_fair -------------------------------------------------------------------------------

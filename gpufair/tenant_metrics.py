@@ -43,10 +43,12 @@ def normalized_speedups(job: Job, types: Sequence[str], reference: str) -> np.nd
     return rates / base
 
 
-def _best_value(speed: np.ndarray, bundle: np.ndarray, demand: float) -> float:
-    """Value of up to ``demand`` GPUs of ``bundle`` taken on the types ``speed`` rates best."""
+def _best_value(speed: np.ndarray, bundle: np.ndarray, demand: float,
+                order: np.ndarray | None = None) -> float:
+    """Value of up to ``demand`` GPUs of ``bundle`` taken on the types ``speed`` rates best
+    (``order``: those types, best first, when the caller has them already)."""
     value, left = 0.0, demand
-    for j in np.argsort(-speed, kind="stable"):
+    for j in np.argsort(-speed, kind="stable") if order is None else order:
         take = min(left, bundle[j])
         value += take * speed[j]
         left -= take
@@ -66,6 +68,21 @@ class TenantLedger:
     si_ref: dict[str, float] = field(default_factory=dict)
     own_pair: dict[tuple[str, str], float] = field(default_factory=dict)
     other_pair: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: job id -> (throughput profile, gang, allowed types, normalized speedups): a job's
+    #: speedups change only with those, and reading them again for every job at every event
+    #: was a sixth of a 50-tenant simulation
+    _speedups: dict[str, tuple[object, int, object, np.ndarray]] = field(
+        default_factory=dict, repr=False, compare=False)
+
+    def speedups(self, job: Job) -> np.ndarray:
+        """:func:`normalized_speedups` of ``job``, kept while its rates stay the same."""
+        kept = self._speedups.get(job.id)
+        if kept is not None and kept[0] is job.throughput and kept[1] == job.gpus and \
+                kept[2] == job.gpu_types:
+            return kept[3]
+        w = normalized_speedups(job, self.types, self.reference)
+        self._speedups[job.id] = (job.throughput, job.gpus, job.gpu_types, w)
+        return w
 
     def add(self, dt: float, jobs: Sequence[Job], running: Mapping[str, str],
             capacity: Mapping[str, int]) -> None:
@@ -73,21 +90,30 @@ class TenantLedger:
         if dt <= 0 or not jobs:
             return
         k = len(self.types)
-        speed: dict[str, np.ndarray] = {}
+        # sums of a few floats per tenant, kept in Python floats (numpy's per-call cost on
+        # 3-element arrays was most of a 50-tenant run's ledger); the same additions in the
+        # same order, so the same figures to the last bit
+        sums: dict[str, list[float]] = {}
         gangs: dict[str, float] = {}
         bundle: dict[str, np.ndarray] = {}
         rate: dict[str, float] = {}
         for job in jobs:
-            w = normalized_speedups(job, self.types, self.reference)
-            speed[job.tenant] = speed.get(job.tenant, np.zeros(k)) + job.gpus * w
-            gangs[job.tenant] = gangs.get(job.tenant, 0.0) + job.gpus
-            bundle.setdefault(job.tenant, np.zeros(k))
-            rate.setdefault(job.tenant, 0.0)
+            w = self.speedups(job)
+            acc = sums.get(job.tenant)
+            if acc is None:
+                acc = sums[job.tenant] = [0.0] * k
+                bundle[job.tenant] = np.zeros(k)
+                rate[job.tenant] = 0.0
+            g = job.gpus
+            for i, x in enumerate(w.tolist()):
+                acc[i] += g * x
+            gangs[job.tenant] = gangs.get(job.tenant, 0.0) + g
             on = running.get(job.id)
             if on is not None:
                 j = self.types.index(on)
-                bundle[job.tenant][j] += job.gpus
-                rate[job.tenant] += job.gpus * w[j]
+                bundle[job.tenant][j] += g
+                rate[job.tenant] += g * w[j]
+        speed = {t: np.array(acc) for t, acc in sums.items()}
         tenants = sorted(speed)
         m = np.array([capacity.get(t, 0) for t in self.types], dtype=float)
         self.busy_s += dt
@@ -97,12 +123,17 @@ class TenantLedger:
             self.got[tenant] = self.got.get(tenant, 0.0) + dt * rate[tenant]
             share = _best_value(speed[tenant], m / len(tenants), gangs[tenant])
             self.si_ref[tenant] = self.si_ref.get(tenant, 0.0) + dt * share
+        holding = {b for b in tenants if bundle[b].any()}
         for a in tenants:
+            order = np.argsort(-speed[a], kind="stable")
             for b in tenants:
                 if a != b:
                     key = (a, b)
                     self.own_pair[key] = self.own_pair.get(key, 0.0) + dt * rate[a]
-                    value = _best_value(speed[a], bundle[b], gangs[a])
+                    # a tenant holding no GPUs is worth nothing to another (most of them,
+                    # with 50 tenants on 24 GPUs)
+                    value = _best_value(speed[a], bundle[b], gangs[a], order) \
+                        if b in holding else 0.0
                     self.other_pair[key] = self.other_pair.get(key, 0.0) + dt * value
 
     def add_progress(self, job: Job, iterations: float) -> None:
