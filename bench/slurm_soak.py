@@ -45,7 +45,10 @@ Definitions (what the table counts):
 
 - *lost*: a workload job that vanished (neither in squeue nor in jobcomp.txt with an end
   state), is not finished when the drain ends, or ended in any state other than COMPLETED or
-  CANCELLED-after-its-owner's-scancel. *FAILED* (FAILED, NODE_FAIL, TIMEOUT, OOM, ...) is a
+  CANCELLED-after-its-owner's-scancel. A job its owner still holds when the drain ends (their
+  ``scontrol hold`` of a pending job, never released: the hostile acts pick the user's lowest
+  pending job, which under gpufair may be one it just released) is counted apart, not lost,
+  under gpufair and Slurm alone alike. *FAILED* (FAILED, NODE_FAIL, TIMEOUT, OOM, ...) is a
   subset of lost. Hostile jobs are reported apart (the /etc/shadow one FAILs under Slurm).
 - *re-run after COMPLETED*: the job's log shows "run start" after "run done", or jobcomp has
   another record after a COMPLETED one, or a sample showed the job COMPLETED and later not.
@@ -59,7 +62,10 @@ Definitions (what the table counts):
   the daemon's first start to the first row, and from the last row to its final stop).
 - *idle GPU-s while a job fit*: every 2 s sample, a job is *waiting* if PENDING in the
   ``gpu`` partition and (gpufair) marked managed, held or not, or (Slurm alone) not held
-  (priority > 0: a user's own hold is not the scheduler's fault). It *fits* node type t (its
+  (priority > 0), and, either way, not held by its owner (a user's own hold is not the
+  scheduler's fault; under gpufair the owner's hold is the mark job_submit.lua or gpufair
+  gives it: ``gpufair:userhold`` in the comment, ``gpufair:ownerhold=`` in the admin
+  comment). It *fits* node type t (its
   GRES type, or any type when untyped) if at least ``-N`` usable nodes of type t (not
   down/drained/not responding) each have at least its GPUs per node free. Each free GPU on a
   node of a type some waiting job fits counts as idle for the time since the previous sample
@@ -581,7 +587,18 @@ class Observer:
     def _waiting(self, job: dict[str, Any]) -> bool:
         if job["state"] != "PENDING" or "gpu" not in job["partition"].split(","):
             return False
+        if self.owner_held(job):    # its owner's choice, not the scheduler's: either way
+            return False
         return job["managed"] if self.gpufair else job["priority"] > 0
+
+    def owner_held(self, job: dict[str, Any]) -> bool:
+        """Held by its owner: under gpufair the owner's mark (every managed job is held by
+        gpufair too, so the reason alone cannot tell), under Slurm alone any user hold."""
+        if job["state"] != "PENDING":
+            return False
+        if self.gpufair:
+            return bool(job.get("owner_mark"))
+        return job["priority"] == 0 and job["reason"] == "JobHeldUser"
 
     def pick(self, user: str, state: str, among: set[str]) -> str | None:
         """The user's lowest job id in ``state`` (of the bench's own jobs), per the last
@@ -616,6 +633,10 @@ def _job_row(raw: dict[str, Any]) -> dict[str, Any]:
             "restarts": int(raw.get("restart_cnt") or 0),
             "priority": priority if isinstance(priority, int) else 0,
             "managed": "gpufair:managed" in str(raw.get("admin_comment") or ""),
+            # the owner's own hold as gpufair marks it (job_submit.lua's mark of a user's
+            # hold; gpufair's of a user's requeuehold): under Slurm alone see owner_held()
+            "owner_mark": "gpufair:userhold" in str(raw.get("comment") or "")
+                          or "gpufair:ownerhold=" in str(raw.get("admin_comment") or ""),
             "user": str(raw.get("user_name") or ""),
             "partition": str(raw.get("partition") or ""),
             "reason": str(raw.get("state_reason") or ""),
@@ -969,6 +990,8 @@ def end_state(job_id: str, observer: Observer, jobcomp: dict[str, list[str]]) ->
     """The final state: squeue's, else jobcomp's last record, else 'VANISHED'; a job still
     queued after the drain is 'UNFINISHED:<state>'."""
     row = observer.latest.get(job_id)
+    if row is not None and observer.owner_held(row):
+        return "HELD_BY_OWNER"      # still held by its owner when the drain ended
     if row is not None:
         return row["state"] if row["state"] in TERMINAL else f"UNFINISHED:{row['state']}"
     ends = jobcomp.get(job_id, [])
@@ -1024,7 +1047,8 @@ def summarize(name: str, ledger: Ledger, observer: Observer, chaos: Chaos,
     workload = workload_of(ledger, observer)
     ends = {i: end_state(i, observer, jobcomp) for i in workload}
     lost = {i: s for i, s in ends.items()
-            if s != "COMPLETED" and not (s == "CANCELLED" and workload[i].cancelled)}
+            if s not in ("COMPLETED", "HELD_BY_OWNER")
+            and not (s == "CANCELLED" and workload[i].cancelled)}
     finished = [observer.jobs[i].ended_at for i, s in ends.items()
                 if s == "COMPLETED" and i in observer.jobs and observer.jobs[i].ended_at]
     jcts = [observer.jobs[i].ended_at - workload[i].at for i, s in ends.items()
@@ -1037,6 +1061,7 @@ def summarize(name: str, ledger: Ledger, observer: Observer, chaos: Chaos,
         "started_before_begin": started_early(workload, observer),
         "submit_failed": sum(1 for s in ledger.jobs.values() if s.job_id is None),
         "completed": sum(1 for s in ends.values() if s == "COMPLETED"),
+        "held_by_owner": sorted(i for i, s in ends.items() if s == "HELD_BY_OWNER"),
         "cancelled_by_owner": sum(1 for i, s in ends.items()
                                   if s == "CANCELLED" and workload[i].cancelled),
         "lost": len(lost),
@@ -1216,6 +1241,8 @@ ROWS: tuple[tuple[str, bool, Any], ...] = (
      + f" ({r['array_tasks']}; {r['with_begin']})"),
     ("jobs completed", False, lambda r: r["completed"]),
     ("jobs cancelled by their owner", False, lambda r: r["cancelled_by_owner"]),
+    ("jobs still held by their owner at the end", False,
+     lambda r: len(r.get("held_by_owner", ()))),
     ("jobs lost (vanished / unfinished / other end)", False, lambda r:
      f"{r['lost']} ({r['vanished']} / {r['unfinished']} / "
      f"{r['lost'] - r['vanished'] - r['unfinished']})"),
