@@ -47,7 +47,9 @@ def test_every_job_gets_its_outcome_and_the_policy_reason():
     assert got == {
         "old": ("held", "guard.min_runtime"),      # needs the young job's GPUs
         "young": ("held", "guard.min_runtime"),
-        "settled": ("preempt", None),
+        # its preemption only made room for old's start, held back: it keeps running
+        # (preempted, its GPUs would have idled until a later round)
+        "settled": ("held", "guard.min_runtime"),
         "small": ("fill", "fill.idle"),            # n2 is idle: 2 + 1 of its 4 GPUs
         "one": ("fill", "fill.idle"),
         "big": ("wait", None),                     # 1 GPU left idle: does not fit
@@ -65,10 +67,14 @@ def test_the_preemption_cap_and_a_policy_without_reasons():
     rules = RoundRules(max_preempt_share=0.34)   # 4 of 12 GPUs: one victim
     bare = Plan(plan().assignments)              # no explain: a third-party policy
     result = Round(FixedPlan(bare), rules, explain=True).run(state())
-    assert result.decisions["young"].outcome == "preempt"
     assert result.decisions["settled"].outcome == "held"
     assert result.decisions["settled"].by == Reason(
         "guard.preemption_cap", {"cap_gpus": 4, "freed_gpus": 4})
+    # old needs both victims' GPUs: with settled held by the cap, young's preemption would
+    # serve nothing, and is held back with it
+    assert result.decisions["young"].outcome == "held"
+    assert result.decisions["young"].by.code == "guard.preemption_cap"
+    assert result.decisions["old"].outcome == "held"
     assert result.decisions["small"].outcome == "wait"    # no fill without [daemon] fill_idle
     assert {d.reason.code for d in result.decisions.values()} == {"fixed.unexplained"}
 
