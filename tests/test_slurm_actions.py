@@ -156,6 +156,34 @@ def test_grace_signal_goes_out_once_for_all_victims_that_opted_in():
     assert sleeps == [5]
 
 
+def test_checkpoint_signals_stop_once_slurm_stops_answering():
+    """Issue 29 soak, seed 3: two victims' scancels each waited out their 10-s timeout, one
+    after the other, while the GPUs the round freed idled for 20 s. Once one signal finds
+    Slurm not answering, the others are not sent (the round's requeues meet the same
+    silence and a later round retries); a plain refusal still lets the others go."""
+
+    class Silent(FakeTransport):
+        def control(self, verb, job_id, fields=None):
+            self.calls.append((verb, job_id, fields))
+            if verb == "signal" and job_id == self.silent:
+                return CommandResult(False, "scancel: no answer in 10 s", unavailable=True)
+            if verb == "signal" and job_id == self.refuses:
+                return CommandResult(False, "Invalid job id specified")
+            return CommandResult(True, verb)
+
+    for silent, refuses, sent, grace in (("1", None, ["1"], 0.0),
+                                         (None, "1", ["1", "2", "3"], 5.0)):
+        transport = Silent()
+        transport.silent, transport.refuses = silent, refuses
+        for job in transport.jobs["jobs"]:
+            job["comment"] = "gpufair:checkpoint"
+        adapter = SlurmAdapter(transport, SlurmSettings(), sleep=lambda s: None)
+        adapter.snapshot()
+        victims = [Preempt("1", grace_s=5), Preempt("2", grace_s=5), Preempt("3", grace_s=5)]
+        assert adapter.warn_preemptions(victims) == grace
+        assert [j for verb, j, _ in transport.calls if verb == "signal"] == sent
+
+
 def test_no_signal_to_a_job_that_did_not_ask_for_one():
     """SIGUSR1 kills a job that does not trap it: it would end FAILED, not requeued."""
     transport = FakeTransport()
