@@ -28,8 +28,10 @@ from site_scale import NOW, site_documents
 #: Re-pinned once, on purpose: a running job now keeps its GPU type and allowed nodes (a
 #: move onto another type stranded a job in the issue-29 soak; branch slurm-batch). And once
 #: more: each job's info keeps its TRES request (``tres_req``, for the limits read ahead;
-#: branch slurm-limits2); with that field blanked the digest is the one before.
-SITE_VIEW_SHA256 = "78a0ef6a3e381b5b3238c2999146bdaeaca1b1ca766918e30202365d72898a8c"
+#: branch slurm-limits2); with that field blanked the digest is the one before. And once
+#: more: a running job asking GPUs per node keeps its node count (22.05 hides -N n once a
+#: job runs; a refused node count left a soak job unrunnable).
+SITE_VIEW_SHA256 = "ce31d09ba27a76c8d758ce01a4ec77d1089904b4d8b63d2f08d3a49215764341"
 
 
 def _view_digest() -> tuple[str, int]:

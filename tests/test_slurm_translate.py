@@ -586,7 +586,13 @@ def test_a_job_that_fixed_its_node_count_keeps_it_so_no_move_breaks_it():
     whole = Migrate("1", ("gpu-v100-1:0", "gpu-v100-1:1"))
     assert job_constraints(view.state, [split])[0] == []
     assert job_constraints(view.state, [whole])[0] == [whole]
-    running.update(max_nodes=0)                    # no -N: the move may spread it
+    # running, 22.05 reads max_nodes 0 whether or not it had -N 1 (measured): it keeps its
+    # node count all the same (soak seed 1 again: the pending-only check let the move through)
+    running.update(max_nodes=0)
+    view = translate(jobs, SINFO, now=NOW)
+    assert next(j for j in view.state.jobs if j.id == "1").nodes == 1
+    assert job_constraints(view.state, [split])[0] == []
+    running.update(tres_per_node="", tres_per_job="gres:gpu:2")   # --gpus=2: may spread
     job = next(j for j in translate(jobs, SINFO, now=NOW).state.jobs if j.id == "1")
     assert job.nodes is None
     waiting = next(j for j in jobs["jobs"] if j["job_state"] == "PENDING")

@@ -733,10 +733,14 @@ def _constrain(job: Job, raw: Mapping[str, Any], site: _Site, now: float) -> Job
     if typed is None:
         per_job = parse_gpu_entries(_text(raw, "tres_per_job"))
         typed = per_job[0].gpu_type if per_job else None
-    if job.state is JobState.RUNNING:   # its node count is the move's or resize's to set...
-        nodes = job.nodes
+    if job.state is JobState.RUNNING:
+        # a move or resize of a job asking GPUs per node keeps its node count: whether it
+        # fixed it (-N n) no longer shows once it runs (22.05 reads max_nodes 0 then,
+        # measured), and a refused count leaves it unrunnable (see _fixed_node_count; soak
+        # seed 1 again, with the waiting-job check in place). A --gpus job's is open.
+        nodes = (_int(raw, "node_count") or 1) if per_node else job.nodes
     fixed = _fixed_node_count(raw)
-    if fixed is not None:               # ... unless the job fixed it (-N n)
+    if fixed is not None:               # a waiting job that fixed it (-N n) keeps it
         nodes = fixed
     return job_replaced(job, allowed_nodes=allowed, nodes=nodes,
                         gpu_types=(typed,) if typed else None)
