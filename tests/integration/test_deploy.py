@@ -258,6 +258,16 @@ def _sbatch(cluster: Cluster, name: str, steps: int, *extra: str) -> str:
     return out.strip().split(";")[0]
 
 
+def _starts_logged(admin: Admin, cluster: Cluster, count: int) -> list[dict]:
+    """The daemon's start lines, once ``count`` are in its journal: ``systemctl start``
+    returns when the process is spawned, and under load its imports take seconds before it
+    logs (CI read the journal first twice, under a soak's load: one start line of two)."""
+    def starts() -> list[dict]:
+        return [r for r in admin.daemon_lines() if r.get("event") == "start"]
+    cluster.wait_for(f"{count} daemon start lines", lambda: len(starts()) >= count, 60)
+    return starts()
+
+
 def test_deploy_md_verbatim_with_a_non_root_slurm_user(admin: Admin) -> None:
     cluster = admin.cluster
     blocks = admin.blocks
@@ -322,7 +332,7 @@ def test_deploy_md_verbatim_with_a_non_root_slurm_user(admin: Admin) -> None:
         assert len(spooled) >= 4, f"the ended jobs' hook events are not in the spool: {spooled}"
 
     admin.follow("upgrade", meanwhile=jobs_end_meanwhile, NEW=NEW)
-    started = [r for r in admin.daemon_lines() if r.get("event") == "start"]
+    started = _starts_logged(admin, cluster, 2)
     assert [r["version"] for r in started] == [gpufair.__version__, NEW]
     assert "store_migrated" not in admin.daemon_log()      # same schema: nothing to migrate
     assert not list(Path("/var/lib/gpufair").glob("state.db.schema-v*.bak"))
@@ -331,7 +341,7 @@ def test_deploy_md_verbatim_with_a_non_root_slurm_user(admin: Admin) -> None:
 
     # ---- Rollback ---------------------------------------------------------------------------
     admin.follow("rollback", OLD=gpufair.__version__)
-    started = [r for r in admin.daemon_lines() if r.get("event") == "start"]
+    started = _starts_logged(admin, cluster, 3)
     assert [r["version"] for r in started] == [gpufair.__version__, NEW, gpufair.__version__]
     after = _sbatch(cluster, "after-rollback", 2)
     _wait_ended(cluster, [after], 60)
