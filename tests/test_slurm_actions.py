@@ -276,16 +276,26 @@ def test_an_action_on_a_job_that_changed_is_stale_not_failed(tmp_path):
     assert entry.status == SKIPPED and "COMPLETED, not RUNNING" in entry.detail
 
 
+class ManualClock:
+    """The adapter's wall clock and its sleep: time moves only when the adapter sleeps."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
 def test_a_restart_after_a_requeue_waits_into_the_next_second():
     """slurmd revokes a requeued incarnation's credential to the second; a restart launched
     in that second fails ("Job credential revoked"). The update and release of a resize come
     only after the wall clock has passed into the next second."""
-    now = [1000.3]
-    sleeps: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        now[0] += seconds
+    clock = ManualClock(1000.3)
 
     class Settling(FakeTransport):
         def read_jobs(self) -> dict:
@@ -296,22 +306,22 @@ def test_a_restart_after_a_requeue_waits_into_the_next_second():
 
         def control(self, verb, job_id, fields=None):
             self.at = getattr(self, "at", [])
-            self.at.append((verb, now[0]))
+            self.at.append((verb, clock.now))
             result = super().control(verb, job_id, fields)
             if verb == "requeuehold":    # as slurmctld: a restart, submit_time = the requeue
                 job = next(j for j in self.jobs["jobs"] if str(j["job_id"]) == job_id)
                 job.update(restart_cnt=int(job.get("restart_cnt") or 0) + 1,
-                           submit_time=int(now[0]))
+                           submit_time=int(clock.now))
             return result
 
     transport = Settling()
-    adapter = SlurmAdapter(transport, SlurmSettings(), clock=lambda: now[0], sleep=sleep)
+    adapter = SlurmAdapter(transport, SlurmSettings(), clock=clock, sleep=clock.sleep)
     adapter.snapshot()
     adapter.apply([Resize("1", ("gpu-k80-1:0",))])
     times = dict(transport.at)
     assert times["requeuehold"] == 1000.3
     assert times["release"] >= 1001.0
-    assert sleeps == [pytest.approx(0.75)]     # one wait, not one per check
+    assert clock.sleeps == [pytest.approx(0.75)]     # one wait, not one per check
 
 
 def _requeued_by_someone(transport: FakeTransport, job_id: str, requeued_at: float) -> None:
@@ -328,17 +338,12 @@ def test_a_start_right_after_somebody_elses_requeue_waits_into_the_next_second(b
     it 0.05 s later, in the second in which slurmd had revoked its credential, and it ended
     FAILED. The release now comes in a later second than the read that showed it PENDING:
     once for a batch; not at all for a requeue long past."""
-    now = [2000.4]
-    sleeps: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        now[0] += seconds
+    clock = ManualClock(2000.4)
 
     class Timed(FakeTransport):
         def control(self, verb, job_id, fields=None):
             self.at = getattr(self, "at", [])
-            self.at.append((verb, job_id, now[0]))
+            self.at.append((verb, job_id, clock.now))
             if verb == "release":
                 job = next(j for j in self.jobs["jobs"] if str(j["job_id"]) == job_id)
                 job.update(priority=1000, state_reason="None")
@@ -349,10 +354,10 @@ def test_a_start_right_after_somebody_elses_requeue_waits_into_the_next_second(b
             return {j: self.control(verb, j) for j in job_ids}
 
     transport = Timed()
-    _requeued_by_someone(transport, "3", now[0] - 0.3)
-    _requeued_by_someone(transport, "4", now[0] - 0.2)
-    _requeued_by_someone(transport, "5", now[0] - 600)      # long past: no wait for it
-    adapter = SlurmAdapter(transport, SlurmSettings(), clock=lambda: now[0], sleep=sleep,
+    _requeued_by_someone(transport, "3", clock.now - 0.3)
+    _requeued_by_someone(transport, "4", clock.now - 0.2)
+    _requeued_by_someone(transport, "5", clock.now - 600)      # long past: no wait for it
+    adapter = SlurmAdapter(transport, SlurmSettings(), clock=clock, sleep=clock.sleep,
                            mode="hard")
     adapter.snapshot()
     starts = [Start("3", ("gpu-k80-2:0",)), Start("4", ("gpu-k80-2:1",))]
@@ -360,13 +365,14 @@ def test_a_start_right_after_somebody_elses_requeue_waits_into_the_next_second(b
     assert all(r.ok for r in results), results
     released = [t for verb, _, t in transport.at if verb == "release"]
     assert released and min(released) >= 2001.0
-    assert sleeps == [pytest.approx(0.65)]
+    assert clock.sleeps == [pytest.approx(0.65)]
 
     transport.at.clear()
-    sleeps.clear()
+    clock.sleeps.clear()
     adapter.snapshot()
-    assert adapter.apply_one(Start("5", ("gpu-k80-1:0",))).ok is not None
-    assert sleeps == []
+    adapter.apply_one(Start("5", ("gpu-k80-1:0",)))
+    assert [verb for verb, job, _ in transport.at if job == "5"] == ["update", "release"]
+    assert clock.sleeps == []                 # released without a wait
 
 
 def test_a_problem_is_logged_once_while_it_lasts(caplog):
