@@ -3,20 +3,18 @@ dropped, and the translation of the pruned records is the translation of the ful
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
 
 from gpufair.adapters.slurm.job_fields import READ_FIELDS, loads_jobs
-from gpufair.adapters.slurm.translate import translate
 from gpufair.adapters.slurm.transport import TransportError, _parse_document
-from gpufair.model.snapshot import state_to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "slurm"
 sys.path.insert(0, str(ROOT / "bench"))
-from site_scale import NOW, site_documents  # noqa: E402
+from site_scale import site_documents  # noqa: E402
+from site_view import view_digest  # noqa: E402
 
 
 def _recorded_job_fields() -> set[str]:
@@ -86,13 +84,7 @@ def test_the_transport_decodes_squeue_pruned_and_still_refuses_bad_json() -> Non
 
 
 def _digest(jobs: dict, nodes: dict) -> str:
-    view = translate(jobs, nodes, now=float(NOW), managed_partitions=("gpu", "gpu-long"),
-                     source="cli")
-    text = json.dumps({"state": state_to_dict(view.state),
-                       "infos": [repr(view.jobs[k]) for k in sorted(view.jobs)],
-                       "problems": list(view.problems),
-                       "waiting": [[repr(j), w] for j, w in view.waiting]}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return view_digest(jobs, nodes)[0]
 
 
 def test_pruned_records_translate_as_the_full_ones() -> None:

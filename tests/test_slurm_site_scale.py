@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -16,10 +15,10 @@ from gpufair.adapters.slurm.record_cache import RecordCache
 from gpufair.adapters.slurm.translate import translate
 from gpufair.model import Job, JobState, ThroughputProfile
 from gpufair.model.records import job_replaced
-from gpufair.model.snapshot import state_to_dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from site_scale import NOW, site_documents
+from site_view import view_digest
 
 #: sha256 of the translated view of ``site_documents(200, 16, seed=3)`` (state, job infos,
 #: problems, waiting jobs) as made by main at 384ccfd, before the issue-30 speed-ups of the
@@ -35,14 +34,7 @@ SITE_VIEW_SHA256 = "ce31d09ba27a76c8d758ce01a4ec77d1089904b4d8b63d2f08d3a4921576
 
 
 def _view_digest() -> tuple[str, int]:
-    jobs, nodes = site_documents(200, 16, 3)
-    view = translate(jobs, nodes, now=float(NOW), managed_partitions=("gpu", "gpu-long"),
-                     source="cli")
-    text = json.dumps({"state": state_to_dict(view.state),
-                       "infos": [repr(view.jobs[k]) for k in sorted(view.jobs)],
-                       "problems": list(view.problems),
-                       "waiting": [[repr(j), w] for j, w in view.waiting]}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest(), len(view.state.jobs)
+    return view_digest(*site_documents(200, 16, 3))
 
 
 def test_the_generated_site_translates_to_the_same_view_as_before():
