@@ -19,12 +19,11 @@ import re
 import numpy as np
 import pandas as pd
 
+from gpufair.adapters.slurm.translate import NO_LIMIT_MINUTES  # squeue's rule, the same
 from gpufair.errors import InputError
 
 #: texts meaning "no limit of the job's own" (compared lower case)
 NO_LIMIT = frozenset({"", "unlimited", "infinite", "partition_limit", "none", "n/a"})
-#: Slurm's 32-bit NO_VAL and INFINITE in minutes: no limit
-NO_LIMIT_MINUTES = frozenset({2**32 - 2, 2**32 - 1})
 #: the most nodes a job may name: more is no real job (a bad field)
 MAX_NODES = 100_000
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")

@@ -1260,7 +1260,7 @@ def _job(raw: Any, now: float, managed: set[str], hosts: Mapping[str, str]
 _NO_PROGRESS = Progress()
 _NO_PROFILE = ThroughputProfile()
 #: Slurm's 32-bit "no value" and "infinite" (NO_VAL, INFINITE): a time limit of either is none
-_NO_LIMIT_MINUTES = frozenset({_MAX_U32 - 1, _MAX_U32})
+NO_LIMIT_MINUTES = frozenset({_MAX_U32 - 1, _MAX_U32})
 
 
 def time_limit_s(raw: Mapping[str, Any]) -> float | None:
@@ -1273,7 +1273,7 @@ def time_limit_s(raw: Mapping[str, Any]) -> float | None:
     this limit (``slurm_backfill``); without it the policy's one-day default would stand in.
     """
     minutes = _int(raw, "time_limit")
-    if not minutes or minutes in _NO_LIMIT_MINUTES:
+    if not minutes or minutes in NO_LIMIT_MINUTES:
         return None
     return 60.0 * minutes
 
