@@ -19,26 +19,21 @@ from bisect import bisect_left
 from collections.abc import Collection
 from itertools import pairwise
 
-#: id(tuple) → (the tuple, whether it is sorted); emptied when it grows past the bound
-_SORTED: dict[int, tuple[tuple[str, ...], bool]] = {}
-_BOUND = 65_536
+from gpufair.model.identity_memo import IdentityMemo
+
+#: whether each allowed-node tuple is sorted, by identity
+_SORTED: IdentityMemo[tuple[str, ...], bool] = IdentityMemo(65_536)
 
 
-def _is_sorted(names: tuple[str, ...]) -> bool:
-    known = _SORTED.get(id(names))
-    if known is not None and known[0] is names:
-        return known[1]
-    answer = all(a < b for a, b in pairwise(names))   # strictly: no duplicates
-    if len(_SORTED) >= _BOUND:
-        _SORTED.clear()
-    _SORTED[id(names)] = (names, answer)
-    return answer
+def _sorted_strictly(names: tuple[str, ...]) -> bool:
+    return all(a < b for a, b in pairwise(names))   # strictly: no duplicates
 
 
 def all_allowed(hosts: Collection[str], allowed: tuple[str, ...]) -> bool:
     """``set(hosts) <= set(allowed)``, answered by binary search when ``allowed`` is
     sorted."""
-    if type(allowed) is not tuple or len(allowed) < 16 or not _is_sorted(allowed):
+    if type(allowed) is not tuple or len(allowed) < 16 \
+            or not _SORTED.get(allowed, _sorted_strictly):
         return set(hosts) <= set(allowed)
     size = len(allowed)
     for host in hosts:

@@ -14,6 +14,7 @@ from functools import lru_cache
 from types import MappingProxyType
 
 from gpufair.model.allowed_nodes import all_allowed
+from gpufair.model.identity_memo import IdentityMemo
 
 
 class JobState(str, Enum):
@@ -366,23 +367,16 @@ class _NodeFacts:
     layout: NodeLayout
 
 
-#: Facts of the last few node tuples, by identity (each entry keeps its tuple alive, so an id
-#: is never reused while cached). A simulator or daemon hands the same tuple to every
-#: snapshot, so each round reads them instead of walking every node and GPU several times.
-_FACTS: dict[int, tuple[tuple[Node, ...], _NodeFacts]] = {}
-_FACTS_KEPT = 8
+#: Facts of the last few node tuples, by identity. A simulator or daemon hands the same tuple
+#: to every snapshot, so each round reads them instead of walking every node and GPU several
+#: times.
+_FACTS: IdentityMemo[tuple[Node, ...], _NodeFacts] = IdentityMemo(8)
 
 
 def _node_facts(nodes: tuple[Node, ...]) -> _NodeFacts:
-    hit = _FACTS.get(id(nodes))
-    if hit is not None and hit[0] is nodes:
-        return hit[1]
-    facts = _compute_node_facts(nodes)
-    if type(nodes) is tuple:   # a list could change under the cache
-        if len(_FACTS) >= _FACTS_KEPT:
-            del _FACTS[next(iter(_FACTS))]
-        _FACTS[id(nodes)] = (nodes, facts)
-    return facts
+    if type(nodes) is not tuple:   # a list could change under the cache
+        return _compute_node_facts(nodes)
+    return _FACTS.get(nodes, _compute_node_facts)
 
 
 def _compute_node_facts(nodes: Iterable[Node]) -> _NodeFacts:

@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from gpufair.model import Assignment, ClusterState, Job
 from gpufair.model.host_room import HostRoom
+from gpufair.model.identity_memo import IdentityMemo
 from gpufair.model.records import NodeLayout
 from gpufair.policy.free_gpus import Candidates, FreeGpus
 
@@ -216,19 +217,13 @@ class _Gangs:
 
 
 _GANGS_KEPT = 1 << 15
-#: one :class:`_Gangs` per layout, by identity (the entry keeps its layout alive, so an id is
-#: never reused while kept); layouts are shared by every state on the same node tuple
-_GANGS: dict[int, tuple[NodeLayout, _Gangs]] = {}
+#: one :class:`_Gangs` per layout, by identity; layouts are shared by every state on the
+#: same node tuple
+_GANGS: IdentityMemo[NodeLayout, _Gangs] = IdentityMemo(8)
 
 
 def _gangs_on(layout: NodeLayout) -> _Gangs:
-    hit = _GANGS.get(id(layout))
-    if hit is not None and hit[0] is layout:
-        return hit[1]
-    if len(_GANGS) >= 8:
-        del _GANGS[next(iter(_GANGS))]
-    gangs = _GANGS[id(layout)] = (layout, _Gangs(layout.node_of_gpu))
-    return gangs[1]
+    return _GANGS.get(layout, lambda kept: _Gangs(kept.node_of_gpu))
 
 
 def _give_back(gpus: Sequence[str], taken: set[str], used: dict[str, int],
